@@ -1,0 +1,67 @@
+// Allreduce algorithms over a Transport, in place on a raw buffer.
+//
+// Called by the runtime's background thread with the fusion buffer (or a
+// single tensor's output) after every rank agreed to reduce it. Every rank
+// must call with the same count, element size, reduction and options.
+//
+// Ring (bandwidth-optimal, 2(p-1) steps): the buffer is cut into one chunk per
+// rank. Reduce-scatter: in step s rank r sends chunk (r - s) mod p to its right
+// neighbour and receives chunk (r - s - 1) mod p from its left neighbour,
+// reducing it into its own copy; after p-1 steps rank r holds the complete
+// result for chunk (r + 1) mod p. Allgather: in step s rank r sends chunk
+// (r + 1 - s) mod p and receives chunk (r - s) mod p, overwriting its copy.
+// Each chunk travels as segments of at most segment_bytes, so the next
+// segment is in flight while the previous one is reduced.
+//
+// Recursive doubling (latency-optimal, ceil(log2 p) steps, each exchanging
+// the whole buffer): chosen when the buffer is at most
+// small_message_threshold_bytes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "collectives/transport.h"
+#include "common/status.h"
+#include "ops/reduce.h"
+
+namespace herd::collectives {
+
+// Segment size of the ring: big enough to amortize a message's overhead,
+// small enough that reducing one overlaps receiving the next.
+constexpr std::size_t kDefaultSegmentBytes = 1 << 20;
+// Below this size, ring's 2(p-1) latencies cost more than recursive
+// doubling's log2(p) full-buffer exchanges.
+constexpr std::size_t kDefaultSmallMessageThresholdBytes = 64 << 10;
+
+struct AllreduceOptions {
+  std::size_t segment_bytes = kDefaultSegmentBytes;
+  std::size_t small_message_threshold_bytes = kDefaultSmallMessageThresholdBytes;
+};
+
+enum class AllreduceAlgorithm {
+  kRing,
+  kRecursiveDoubling,
+};
+
+// The algorithm allreduce() runs for a buffer of `bytes` bytes on `ranks` ranks.
+AllreduceAlgorithm choose_allreduce_algorithm(std::size_t bytes, int ranks,
+                                              const AllreduceOptions& options);
+
+// Reduces buf (count elements of element_size bytes) across all ranks of the
+// transport, in place, with `reduce`. A failed transfer returns its Status
+// with the step, peer and rank in the message.
+[[nodiscard]] Status allreduce(void* buf, int64_t count, std::size_t element_size,
+                               const ops::ReduceFn& reduce, Transport& transport,
+                               const AllreduceOptions& options = {});
+
+[[nodiscard]] Status ring_allreduce(void* buf, int64_t count, std::size_t element_size,
+                                    const ops::ReduceFn& reduce, Transport& transport,
+                                    std::size_t segment_bytes = kDefaultSegmentBytes);
+
+[[nodiscard]] Status recursive_doubling_allreduce(void* buf, int64_t count,
+                                                  std::size_t element_size,
+                                                  const ops::ReduceFn& reduce,
+                                                  Transport& transport);
+
+}  // namespace herd::collectives

@@ -1,0 +1,45 @@
+// Status: the result of every fallible internal function.
+//
+// Internal layers (ops, collectives, runtime) never throw across a layer
+// boundary for an expected failure (a transport error, a peer's mismatch);
+// they return a Status that the caller must look at ([[nodiscard]]). The
+// runtime turns a failed Status into a failed handle, and the public API turns
+// it into herd::Error. Broken invariants use HERD_ENFORCE (common/enforce.h).
+#pragma once
+
+#include <string>
+#include <utility>
+
+namespace herd {
+
+class [[nodiscard]] Status {
+ public:
+  Status() = default;  // OK
+
+  static Status ok() { return Status(); }
+  static Status error(std::string message) { return Status(std::move(message)); }
+
+  bool is_ok() const { return !failed_; }
+  explicit operator bool() const { return is_ok(); }
+  const std::string& message() const { return message_; }
+
+  // Prefixes the message with context, e.g. "ring allreduce step 2: ".
+  Status with_context(const std::string& context) const {
+    return is_ok() ? *this : Status(context + message_);
+  }
+
+ private:
+  explicit Status(std::string message) : failed_(true), message_(std::move(message)) {}
+
+  bool failed_ = false;
+  std::string message_;
+};
+
+}  // namespace herd
+
+// Returns the Status of `expr` from the enclosing function if it failed.
+#define HERD_RETURN_IF_ERROR(expr)              \
+  do {                                          \
+    ::herd::Status herd_status_ = (expr);       \
+    if (!herd_status_.is_ok()) return herd_status_; \
+  } while (0)

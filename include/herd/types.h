@@ -1,0 +1,75 @@
+// Value types of herd's public API: element types, reduction operators,
+// devices and the non-owning TensorView that every collective takes.
+// Plain data; safe to use from any thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace herd {
+
+enum class DataType {
+  kUInt8,
+  kInt8,
+  kInt32,
+  kInt64,
+  kFloat16,
+  kBFloat16,
+  kFloat32,
+  kFloat64,
+};
+
+// kAverage is a sum followed by a division by the number of ranks; for
+// integer types that division truncates toward zero (see docs/architecture.md).
+enum class ReduceOp {
+  kSum,
+  kAverage,
+  kMin,
+  kMax,
+  kProduct,
+};
+
+enum class DeviceType {
+  kCPU,
+  kGPU,
+};
+
+struct Device {
+  DeviceType type = DeviceType::kCPU;
+  int index = 0;  // GPU ordinal; 0 for the CPU
+
+  static Device cpu() { return Device{}; }
+  static Device gpu(int index) { return Device{DeviceType::kGPU, index}; }
+  bool operator==(const Device& other) const {
+    return type == other.type && index == other.index;
+  }
+  bool operator!=(const Device& other) const { return !(*this == other); }
+};
+
+// Bytes per element of `dtype`.
+std::size_t element_size(DataType dtype);
+// "float32", "int8", ...: the names error messages use.
+std::string to_string(DataType dtype);
+// "sum", "average", "min", "max", "product".
+std::string to_string(ReduceOp op);
+// "cpu", "gpu:1".
+std::string to_string(const Device& device);
+// "[4,3]"; "[]" for a scalar.
+std::string shape_to_string(const std::vector<int64_t>& shape);
+
+// A non-owning view of a dense tensor: `data` must stay valid, and must not be
+// written by the caller, until the operation that received the view completes.
+struct TensorView {
+  void* data = nullptr;
+  DataType dtype = DataType::kFloat32;
+  std::vector<int64_t> shape;
+  Device device = Device::cpu();
+
+  // Product of the shape's extents; 1 for a scalar (empty shape).
+  int64_t num_elements() const;
+  std::size_t num_bytes() const { return static_cast<std::size_t>(num_elements()) * element_size(dtype); }
+};
+
+}  // namespace herd

@@ -1,0 +1,279 @@
+// Element-wise reduction, scaling and division on host memory.
+//
+// Every public function first resolves (dtype, op) to one instantiated
+// kernel, then runs it over the whole buffer; make_reduce_fn does that
+// resolution once and hands the kernel to the collectives.
+//
+// Arithmetic rules, per element type:
+//  - Integer sums and products wrap modulo 2^bits (two's complement for the
+//    signed types). They run on the unsigned type of the same width, where
+//    wrapping is defined, instead of relying on signed overflow.
+//  - float32/float64 run in their own precision.
+//  - float16/bfloat16 are widened to float32 one block at a time, reduced
+//    there, and rounded back to nearest even once per element. For +, * and
+//    the comparisons this is also the correctly rounded 16-bit result: a
+//    float32 significand (24 bits) is at least twice a 16-bit one plus two,
+//    so rounding first to float32 and then to 16 bits never double-rounds
+//    differently from one direct rounding.
+//  - Floating min/max return NaN when either input is NaN, so a NaN on any
+//    rank reaches every rank instead of depending on which rank reduces
+//    first. Which zero min(+0, -0) returns is unspecified.
+#include "ops/reduce.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include <Eigen/Core>
+
+#include "common/enforce.h"
+#include "ops/half_bits.h"
+
+namespace herd::ops {
+namespace {
+
+// Elements per float32 staging block for the 16-bit types: two 4 KiB
+// arrays, which stay in L1 next to the source and destination lines.
+constexpr int kBlock = 1024;
+
+using KernelFn = void (*)(void* dst, const void* src, int64_t count);
+
+// Calls body(begin, n, std::integral_constant<bool, full>{}) for each block
+// of [0, count): kBlock elements at a time, then a shorter tail if any. The
+// conversion loops of a full block then have a literal trip count, which is
+// what lets the compiler vectorize them at -O2.
+template <typename Body>
+void for_each_block(int64_t count, Body&& body) {
+  int64_t begin = 0;
+  for (; count - begin >= kBlock; begin += kBlock) body(begin, int64_t{kBlock}, std::true_type{});
+  if (begin < count) body(begin, count - begin, std::false_type{});
+}
+
+template <typename T>
+using ArrayMap = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+template <typename T>
+using ConstArrayMap = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+
+// Storage tags for the 16-bit float formats: elements are uint16_t bit
+// patterns, converted through float32.
+struct Float16Format {
+  static float to_float(uint16_t bits) { return detail::float16_to_float_inline(bits); }
+  static uint16_t from_float(float value) { return detail::float_to_float16_inline(value); }
+};
+struct BFloat16Format {
+  static float to_float(uint16_t bits) { return detail::bfloat16_to_float_inline(bits); }
+  static uint16_t from_float(float value) { return detail::float_to_bfloat16_inline(value); }
+};
+
+template <typename T>
+constexpr bool kIsHalfFormat = std::is_same_v<T, Float16Format> || std::is_same_v<T, BFloat16Format>;
+
+// The type sums and products of T are computed in: the unsigned type of the
+// same width for integers (defined wraparound), T itself for floating point.
+// uint8_t operands promote to int before multiplying, and 255 * 255 fits, so
+// no product below overflows a signed int either.
+template <typename T>
+using WrapType = typename std::conditional_t<std::is_integral_v<T>, std::make_unsigned<T>,
+                                             std::common_type<T>>::type;
+
+// dst = dst <op> src for a native arithmetic type. kAverage never reaches
+// here; the dispatch folds it into kSum.
+//
+// Eigen vectorizes the float and double paths and int32 min/max. It has no
+// SSE packets for the unsigned types used for wrapping sums, nor for 8- and
+// 64-bit integers, so those run as plain loops; integer reductions are rare
+// in training traffic and correctness without UB comes first.
+template <ReduceOp kOp, typename T>
+void reduce_array(T* dst, const T* src, int64_t count) {
+  if constexpr (kOp == ReduceOp::kSum || kOp == ReduceOp::kProduct) {
+    using Wide = WrapType<T>;
+    // Viewing a signed integer through its unsigned counterpart is one of
+    // the accesses the aliasing rules allow.
+    ArrayMap<Wide> d(reinterpret_cast<Wide*>(dst), count);
+    ConstArrayMap<Wide> s(reinterpret_cast<const Wide*>(src), count);
+    if constexpr (kOp == ReduceOp::kSum) {
+      d += s;
+    } else {
+      d *= s;
+    }
+  } else {
+    static_assert(kOp == ReduceOp::kMin || kOp == ReduceOp::kMax);
+    ArrayMap<T> d(dst, count);
+    ConstArrayMap<T> s(src, count);
+    // Eigen's default min/max leave NaN handling to the instruction set;
+    // floating types ask for NaN propagation explicitly (see top of file).
+    // Eigen 3.4 exposes that choice only through these functors, not
+    // through ArrayBase::min/max.
+    constexpr int kNaN = std::is_floating_point_v<T> ? Eigen::PropagateNaN : Eigen::PropagateFast;
+    if constexpr (kOp == ReduceOp::kMin) {
+      d = d.binaryExpr(s, Eigen::internal::scalar_min_op<T, T, kNaN>());
+    } else {
+      d = d.binaryExpr(s, Eigen::internal::scalar_max_op<T, T, kNaN>());
+    }
+  }
+}
+
+// The 16-bit path: widen a block of each operand, reduce in float32 with the
+// same Eigen kernel, round the block back. dst == src is fine because both
+// blocks are read before any element is written.
+template <ReduceOp kOp, typename Format>
+void reduce_half_array(uint16_t* dst, const uint16_t* src, int64_t count) {
+  alignas(64) float dst_block[kBlock];
+  alignas(64) float src_block[kBlock];
+  for_each_block(count, [&](int64_t begin, int64_t count_in_block, auto full) {
+    const int64_t n = decltype(full)::value ? kBlock : count_in_block;
+    for (int64_t i = 0; i < n; ++i) {
+      dst_block[i] = Format::to_float(dst[begin + i]);
+      src_block[i] = Format::to_float(src[begin + i]);
+    }
+    reduce_array<kOp, float>(dst_block, src_block, n);
+    for (int64_t i = 0; i < n; ++i) dst[begin + i] = Format::from_float(dst_block[i]);
+  });
+}
+
+// The type-erased kernel a ReduceFn wraps. Element is a native arithmetic
+// type or one of the 16-bit format tags.
+template <ReduceOp kOp, typename Element>
+void reduce_kernel(void* dst, const void* src, int64_t count) {
+  if constexpr (kIsHalfFormat<Element>) {
+    reduce_half_array<kOp, Element>(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), count);
+  } else {
+    reduce_array<kOp, Element>(static_cast<Element*>(dst), static_cast<const Element*>(src), count);
+  }
+}
+
+template <typename Element>
+KernelFn select_for_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAverage: return &reduce_kernel<ReduceOp::kSum, Element>;
+    case ReduceOp::kMin: return &reduce_kernel<ReduceOp::kMin, Element>;
+    case ReduceOp::kMax: return &reduce_kernel<ReduceOp::kMax, Element>;
+    case ReduceOp::kProduct: return &reduce_kernel<ReduceOp::kProduct, Element>;
+  }
+  herd::detail::throw_internal_error(__FILE__, __LINE__, "unknown ReduceOp " + to_string(op));
+}
+
+KernelFn select_kernel(DataType dtype, ReduceOp op) {
+  switch (dtype) {
+    case DataType::kUInt8: return select_for_op<uint8_t>(op);
+    case DataType::kInt8: return select_for_op<int8_t>(op);
+    case DataType::kInt32: return select_for_op<int32_t>(op);
+    case DataType::kInt64: return select_for_op<int64_t>(op);
+    case DataType::kFloat16: return select_for_op<Float16Format>(op);
+    case DataType::kBFloat16: return select_for_op<BFloat16Format>(op);
+    case DataType::kFloat32: return select_for_op<float>(op);
+    case DataType::kFloat64: return select_for_op<double>(op);
+  }
+  herd::detail::throw_internal_error(__FILE__, __LINE__, "unknown DataType " + to_string(dtype));
+}
+
+template <typename Format>
+void scale_half(uint16_t* buf, int64_t count, float factor) {
+  alignas(64) float block[kBlock];
+  for_each_block(count, [&](int64_t begin, int64_t count_in_block, auto full) {
+    const int64_t n = decltype(full)::value ? kBlock : count_in_block;
+    for (int64_t i = 0; i < n; ++i) block[i] = Format::to_float(buf[begin + i]);
+    ArrayMap<float>(block, n) *= factor;
+    for (int64_t i = 0; i < n; ++i) buf[begin + i] = Format::from_float(block[i]);
+  });
+}
+
+// Integers scale in double, round half away from zero (std::round), and
+// saturate. The bounds are compared in double before converting back,
+// because converting an out-of-range double to an integer is undefined.
+// A NaN product (NaN factor) has no nearest integer and becomes 0.
+template <typename T>
+void scale_integer(T* buf, int64_t count, double factor) {
+  // Both bounds are exact in double: min() is 0 or -2^k, and max() + 1 is
+  // 2^k (for int64 the double of max() already rounds up to 2^63).
+  const double lowest = static_cast<double>(std::numeric_limits<T>::min());
+  const double above_highest = static_cast<double>(std::numeric_limits<T>::max()) + 1.0;
+  for (int64_t i = 0; i < count; ++i) {
+    const double rounded = std::round(static_cast<double>(buf[i]) * factor);
+    T result;
+    if (std::isnan(rounded)) {
+      result = 0;
+    } else if (rounded <= lowest) {
+      result = std::numeric_limits<T>::min();
+    } else if (rounded >= above_highest) {
+      result = std::numeric_limits<T>::max();
+    } else {
+      result = static_cast<T>(rounded);
+    }
+    buf[i] = result;
+  }
+}
+
+// C++ integer division truncates toward zero, which is the documented
+// average. Every herd integer type widens exactly to int64_t, and the
+// quotient's magnitude is at most the dividend's, so narrowing back is exact;
+// a divisor larger than the type's range simply yields 0.
+template <typename T>
+void divide_integer(T* buf, int64_t count, int64_t divisor) {
+  for (int64_t i = 0; i < count; ++i) {
+    buf[i] = static_cast<T>(static_cast<int64_t>(buf[i]) / divisor);
+  }
+}
+
+}  // namespace
+
+void reduce_into(void* dst, const void* src, int64_t count, DataType dtype, ReduceOp op) {
+  HERD_ENFORCE_GE(count, 0);
+  if (count == 0) return;
+  select_kernel(dtype, op)(dst, src, count);
+}
+
+ReduceFn make_reduce_fn(DataType dtype, ReduceOp op) {
+  const KernelFn kernel = select_kernel(dtype, op);
+  return [kernel](void* dst, const void* src, int64_t count) {
+    HERD_ENFORCE_GE(count, 0);
+    if (count == 0) return;
+    kernel(dst, src, count);
+  };
+}
+
+void scale(void* buf, int64_t count, DataType dtype, double factor) {
+  HERD_ENFORCE_GE(count, 0);
+  if (factor == 1.0 || count == 0) return;
+  switch (dtype) {
+    case DataType::kUInt8: return scale_integer(static_cast<uint8_t*>(buf), count, factor);
+    case DataType::kInt8: return scale_integer(static_cast<int8_t*>(buf), count, factor);
+    case DataType::kInt32: return scale_integer(static_cast<int32_t*>(buf), count, factor);
+    case DataType::kInt64: return scale_integer(static_cast<int64_t*>(buf), count, factor);
+    case DataType::kFloat16:
+      return scale_half<Float16Format>(static_cast<uint16_t*>(buf), count, static_cast<float>(factor));
+    case DataType::kBFloat16:
+      return scale_half<BFloat16Format>(static_cast<uint16_t*>(buf), count, static_cast<float>(factor));
+    case DataType::kFloat32:
+      ArrayMap<float>(static_cast<float*>(buf), count) *= static_cast<float>(factor);
+      return;
+    case DataType::kFloat64:
+      ArrayMap<double>(static_cast<double*>(buf), count) *= factor;
+      return;
+  }
+  herd::detail::throw_internal_error(__FILE__, __LINE__, "unknown DataType " + to_string(dtype));
+}
+
+void divide(void* buf, int64_t count, DataType dtype, int64_t divisor) {
+  HERD_ENFORCE_GE(divisor, 1);
+  HERD_ENFORCE_GE(count, 0);
+  if (divisor == 1 || count == 0) return;
+  switch (dtype) {
+    case DataType::kUInt8: return divide_integer(static_cast<uint8_t*>(buf), count, divisor);
+    case DataType::kInt8: return divide_integer(static_cast<int8_t*>(buf), count, divisor);
+    case DataType::kInt32: return divide_integer(static_cast<int32_t*>(buf), count, divisor);
+    case DataType::kInt64: return divide_integer(static_cast<int64_t*>(buf), count, divisor);
+    case DataType::kFloat16:
+    case DataType::kBFloat16:
+    case DataType::kFloat32:
+    case DataType::kFloat64:
+      // Multiplying by the reciprocal is the documented contract; scale()
+      // applies it in each type's precision (float32 for the 16-bit types).
+      return scale(buf, count, dtype, 1.0 / static_cast<double>(divisor));
+  }
+  herd::detail::throw_internal_error(__FILE__, __LINE__, "unknown DataType " + to_string(dtype));
+}
+
+}  // namespace herd::ops

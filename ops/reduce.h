@@ -1,0 +1,38 @@
+// Element-wise reduction and scaling kernels on host memory (Eigen).
+//
+// Called by the collectives (reduce_into, through a ReduceFn) and by the
+// runtime (scale, divide) on the background thread; pure functions of their
+// arguments, safe from any thread. float16 and bfloat16 are computed in
+// float32 and rounded back to nearest-even after each call.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "herd/types.h"
+
+namespace herd::ops {
+
+// dst[i] = dst[i] <op> src[i] for i in [0, count). kAverage reduces as kSum:
+// the division by the number of ranks is the caller's (see divide()).
+// dst and src must not overlap unless they are equal.
+void reduce_into(void* dst, const void* src, int64_t count, DataType dtype, ReduceOp op);
+
+// buf[i] = buf[i] * factor. Floating types multiply in their own precision
+// (float16/bfloat16 through float32); integer types multiply in double and
+// round to nearest (ties away from zero), saturating at the type's limits.
+// A factor of exactly 1.0 returns without touching memory.
+void scale(void* buf, int64_t count, DataType dtype, double factor);
+
+// The averaging step: buf[i] = buf[i] / divisor. Floating types multiply by
+// 1/divisor; integer types use integer division, which truncates toward zero
+// (sum 7 over 2 ranks averages to 3, sum -7 to -3). divisor must be >= 1.
+void divide(void* buf, int64_t count, DataType dtype, int64_t divisor);
+
+// The reduction the collectives apply to one received segment.
+using ReduceFn = std::function<void(void* dst, const void* src, int64_t count)>;
+
+// reduce_into bound to one dtype and op.
+ReduceFn make_reduce_fn(DataType dtype, ReduceOp op);
+
+}  // namespace herd::ops

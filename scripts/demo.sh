@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# herd's main job: installs what is missing, builds, and runs the allreduce
+# demo on 2 ranks (HERD_DEMO_RANKS for another count). Extra arguments go to
+# the demo, e.g.
+#   scripts/demo.sh --dtype bfloat16 --op average --elements 65536
+#   scripts/demo.sh --help
+set -euo pipefail
+# shellcheck source=scripts/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+scripts/install_deps.sh
+scripts/build.sh
+
+mapfile -t mpirun_flags < <(herd_mpirun_flags)
+exec mpirun "${mpirun_flags[@]}" -np "${HERD_DEMO_RANKS:-2}" \
+  "$HERD_BUILD_DIR/examples/allreduce_demo" "$@"

@@ -1,0 +1,84 @@
+// BackgroundLoop: the body of herd's one background thread per process.
+//
+// Each cycle it (1) drains newly submitted tensors from the TensorQueue and
+// sorts them into "settled by the response cache" and "needs the
+// coordinator"; (2) joins one bitwise-AND allreduce (cycle_bits.h) that tells
+// every rank which cached names are ready everywhere, which cache slots some
+// rank invalidated, whether anyone needs the coordinator and whether anyone is
+// shutting down; (3) if needed, sends its uncached requests to rank 0, whose
+// Coordinator answers every rank with the same ResponseList; (4) plans fusion
+// over the agreed responses (cached ones in slot order, then negotiated ones in
+// the coordinator's order: the same list on every rank) and executes each
+// group. The loop is the only user of the control channel and the transport.
+//
+// It ends when any rank asks to shut down, or on a fatal error; either way
+// every operation still pending fails with the reason and the queue is closed.
+// Nothing thrown inside escapes the thread: it becomes that fatal error.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "collectives/transport.h"
+#include "common/status.h"
+#include "src/config.h"
+#include "src/control_channel.h"
+#include "src/coordinator.h"
+#include "src/fusion_executor.h"
+#include "src/response_cache.h"
+#include "src/tensor_queue.h"
+
+namespace herd::detail {
+
+class BackgroundLoop {
+ public:
+  BackgroundLoop(const Config& config, TensorQueue& queue, ControlChannel& control,
+                 collectives::Transport& transport);
+
+  // The thread body. Returns once the loop has stopped and failed everything
+  // still pending.
+  void run();
+
+  // Asks every rank's loop to stop at the next cycle. Any thread.
+  void request_shutdown();
+
+ private:
+  // One agreed response and this rank's entry for it.
+  struct Agreed {
+    Response response;
+    TensorEntry entry;
+  };
+
+  [[nodiscard]] Status run_cycle(bool* stop);
+  void classify(TensorEntry entry);
+  void requeue_stale_cached_entries();
+  [[nodiscard]] Status negotiate(std::vector<Agreed>* agreed);
+  [[nodiscard]] Status coordinate(const std::vector<std::vector<uint8_t>>& request_lists,
+                                  ResponseList* responses);
+  [[nodiscard]] Status execute(std::vector<Agreed>* agreed);
+  void complete(TensorEntry& entry, const Status& status);
+  void fail_everything(const std::string& reason, std::vector<Agreed>* in_flight);
+
+  const Config config_;
+  const std::chrono::microseconds cycle_time_;
+  TensorQueue& queue_;
+  ControlChannel& control_;
+  FusionExecutor executor_;
+  std::atomic<bool> shutdown_requested_{false};
+
+  ResponseCache cache_;
+  std::optional<Coordinator> coordinator_;  // rank 0 only
+
+  // This rank's pending entries, by state. A name is in at most one of them.
+  std::map<uint32_t, TensorEntry> cached_pending_;  // cache slot -> entry awaiting that slot's bit
+  std::vector<TensorEntry> uncached_;               // to send in the next negotiation
+  std::unordered_map<std::string, TensorEntry> negotiating_;  // sent, awaiting a response
+  std::vector<uint32_t> invalid_slots_;             // for the next agreement
+};
+
+}  // namespace herd::detail

@@ -1,0 +1,179 @@
+// The table of HERD_* settings and the strict parsers behind it.
+//
+// Each setting is one row of kSettings: its variable, default text, the
+// sentence docs/configuration.md shows, and the parser that stores it into
+// Config. read_config and setting_docs both walk that one table, so a setting
+// cannot be read without also being documented. Called from herd::init on the
+// application thread, once, before MPI starts.
+#include "src/config.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <optional>
+#include <string_view>
+#include <system_error>
+
+#include <fmt/format.h>
+
+namespace herd::detail {
+namespace {
+
+// Parsing is strict on purpose: a typo such as "64M" or "1,000" must fail
+// init rather than silently fall back to a default the user did not choose.
+// std::from_chars takes no sign for unsigned types, no leading whitespace and
+// no locale, and reports overflow, which is exactly the strictness wanted.
+std::optional<int64_t> parse_integer(std::string_view text, int64_t min, int64_t max) {
+  uint64_t value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end) return std::nullopt;
+  if (value > static_cast<uint64_t>(max)) return std::nullopt;
+  const auto signed_value = static_cast<int64_t>(value);
+  if (signed_value < min) return std::nullopt;
+  return signed_value;
+}
+
+std::optional<double> parse_milliseconds(std::string_view text) {
+  double value = 0.0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end) return std::nullopt;
+  // "-0" parses as -0.0, which compares equal to 0 and is harmless.
+  if (!std::isfinite(value) || value < 0.0) return std::nullopt;
+  return value;
+}
+
+std::optional<LogLevel> parse_log_level(std::string_view text) {
+  std::string lower(text);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (LogLevel level : {LogLevel::kTrace, LogLevel::kDebug, LogLevel::kInfo, LogLevel::kWarning,
+                         LogLevel::kError, LogLevel::kOff}) {
+    if (lower == to_string(level)) return level;
+  }
+  return std::nullopt;
+}
+
+Status bad_value(const char* variable, std::string_view text, std::string_view expected) {
+  return Status::error(fmt::format("{}='{}': expected {}", variable, text, expected));
+}
+
+using Parser = Status (*)(const char* variable, std::string_view text, Config* config);
+
+struct Setting {
+  const char* variable;
+  const char* default_text;  // must parse to the Config member's initializer
+  const char* description;
+  Parser parse;
+};
+
+constexpr int64_t kMaxCacheCapacity = int64_t{1} << 20;
+constexpr int64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
+
+// The one list of settings, in the order docs/configuration.md shows them.
+const std::array<Setting, 6> kSettings = {{
+    {"HERD_FUSION_THRESHOLD", "67108864",
+     "Most bytes packed into one fusion buffer; 0 turns fusion off, so every "
+     "tensor is reduced on its own.",
+     [](const char* variable, std::string_view text, Config* config) {
+       auto value = parse_integer(text, 0, kMaxInt64);
+       if (!value) return bad_value(variable, text, "a non-negative integer (bytes)");
+       config->fusion_threshold_bytes = *value;
+       return Status::ok();
+     }},
+    {"HERD_CYCLE_TIME", "1",
+     "Longest the background thread sleeps between two agreement rounds when "
+     "no work arrives, in milliseconds (a decimal such as 0.5 is allowed).",
+     [](const char* variable, std::string_view text, Config* config) {
+       auto value = parse_milliseconds(text);
+       if (!value) return bad_value(variable, text, "a non-negative number of milliseconds");
+       config->cycle_time_ms = *value;
+       return Status::ok();
+     }},
+    {"HERD_CACHE_CAPACITY", "1024",
+     "Tensor names the response cache remembers, at most 1048576; 0 turns the "
+     "cache off, so every tensor is negotiated through rank 0 every time.",
+     [](const char* variable, std::string_view text, Config* config) {
+       auto value = parse_integer(text, 0, kMaxCacheCapacity);
+       if (!value) {
+         return bad_value(
+             variable, text,
+             fmt::format("a non-negative integer no larger than {} (names)", kMaxCacheCapacity));
+       }
+       config->cache_capacity = *value;
+       return Status::ok();
+     }},
+    {"HERD_LOG_LEVEL", "warning",
+     "Least severe message written to stderr: trace, debug, info, warning, "
+     "error or off (any letter case).",
+     [](const char* variable, std::string_view text, Config* config) {
+       auto value = parse_log_level(text);
+       if (!value) {
+         return bad_value(variable, text, "one of trace, debug, info, warning, error, off");
+       }
+       config->log_level = *value;
+       return Status::ok();
+     }},
+    {"HERD_RING_SEGMENT_BYTES", "1048576",
+     "Size of one segment of the ring allreduce: each ring step sends a chunk "
+     "in segments of at most this many bytes.",
+     [](const char* variable, std::string_view text, Config* config) {
+       auto value = parse_integer(text, 1, kMaxInt64);
+       if (!value) return bad_value(variable, text, "a positive integer (bytes)");
+       config->ring_segment_bytes = *value;
+       return Status::ok();
+     }},
+    {"HERD_SMALL_ALLREDUCE_BYTES", "65536",
+     "Buffers of at most this many bytes use recursive doubling instead of the "
+     "ring; 0 always uses the ring.",
+     [](const char* variable, std::string_view text, Config* config) {
+       auto value = parse_integer(text, 0, kMaxInt64);
+       if (!value) return bad_value(variable, text, "a non-negative integer (bytes)");
+       config->small_allreduce_bytes = *value;
+       return Status::ok();
+     }},
+}};
+
+}  // namespace
+
+EnvLookup process_environment() {
+  // The only getenv in herd. Called before the background thread exists, so
+  // nothing races a setenv.
+  return [](const char* variable) -> const char* { return std::getenv(variable); };
+}
+
+Status read_config(const EnvLookup& env, Config* config) {
+  // Every bad variable is reported at once, so a job launched with several
+  // typos fails once instead of once per typo; *config changes only when all
+  // settings are good.
+  Config result = *config;
+  std::string errors;
+  for (const Setting& setting : kSettings) {
+    const char* text = env(setting.variable);
+    if (text == nullptr) continue;
+    Status status = setting.parse(setting.variable, text, &result);
+    if (!status.is_ok()) {
+      if (!errors.empty()) errors += "; ";
+      errors += status.message();
+    }
+  }
+  if (!errors.empty()) return Status::error(errors);
+  *config = result;
+  return Status::ok();
+}
+
+std::vector<SettingDoc> setting_docs() {
+  std::vector<SettingDoc> docs;
+  docs.reserve(kSettings.size());
+  for (const Setting& setting : kSettings) {
+    docs.push_back({setting.variable, setting.default_text, setting.description});
+  }
+  return docs;
+}
+
+}  // namespace herd::detail

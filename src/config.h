@@ -1,0 +1,58 @@
+// Config: every HERD_* setting, read from the environment in one place.
+//
+// read_config() is the only code in herd that looks at environment variables;
+// herd::init calls it once, before MPI starts, so a bad value fails init with
+// a message naming the variable and the value. Each setting is declared once
+// in a table (config.cc) with its variable, default and documentation, which
+// docs/configuration.md mirrors.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/logging.h"
+#include "common/status.h"
+
+namespace herd::detail {
+
+struct Config {
+  // HERD_FUSION_THRESHOLD: most bytes packed into one fusion buffer; 0 turns
+  // fusion off (every tensor is reduced on its own).
+  int64_t fusion_threshold_bytes = 64 * 1024 * 1024;
+  // HERD_CYCLE_TIME: longest the background thread sleeps between two
+  // agreement rounds when no work arrives, in milliseconds.
+  double cycle_time_ms = 1.0;
+  // HERD_CACHE_CAPACITY: names the response cache remembers; 0 turns it off.
+  int64_t cache_capacity = 1024;
+  // HERD_LOG_LEVEL.
+  LogLevel log_level = LogLevel::kWarning;
+  // HERD_RING_SEGMENT_BYTES: size of one ring segment.
+  int64_t ring_segment_bytes = 1 << 20;
+  // HERD_SMALL_ALLREDUCE_BYTES: buffers up to this size use recursive
+  // doubling instead of the ring; 0 always uses the ring.
+  int64_t small_allreduce_bytes = 64 << 10;
+};
+
+// Returns the value of an environment variable, or nullptr when unset.
+using EnvLookup = std::function<const char*(const char* variable)>;
+
+// The process environment (std::getenv).
+EnvLookup process_environment();
+
+// Fills *config from `env`; unset variables keep their defaults. A malformed
+// or out-of-range value fails with e.g.
+// "HERD_FUSION_THRESHOLD='abc': expected a non-negative integer (bytes)".
+[[nodiscard]] Status read_config(const EnvLookup& env, Config* config);
+
+struct SettingDoc {
+  std::string variable;
+  std::string default_value;
+  std::string description;
+};
+
+// One entry per setting, in the order docs/configuration.md lists them.
+std::vector<SettingDoc> setting_docs();
+
+}  // namespace herd::detail

@@ -1,0 +1,124 @@
+// Rank 0's negotiation table and the construction of one Response from every
+// rank's Request. Runs on rank 0's background thread; no MPI.
+#include "src/coordinator.h"
+
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "common/enforce.h"
+
+namespace herd::detail {
+namespace {
+
+ResponseType execute_type(CollectiveType collective) {
+  switch (collective) {
+    case CollectiveType::kAllreduce: return ResponseType::kAllreduce;
+  }
+  HERD_ENFORCE(false && "unknown CollectiveType");
+}
+
+// How each compared field reads in a mismatch clause.
+std::string show(CollectiveType type) { return to_string(type); }
+std::string show(DataType dtype) { return to_string(dtype); }
+std::string show(ReduceOp op) { return to_string(op); }
+std::string show(const std::vector<int64_t>& shape) { return shape_to_string(shape); }
+std::string show(const Device& device) { return to_string(device); }
+// fmt's "{}" prints a double in its shortest round-trip form, so two scales
+// that differ only in the last bit still print differently.
+std::string show(double scale) { return fmt::format("{}", scale); }
+
+// Adds "<field> mismatch: rank 0 <v0>, rank 1 <v1>, ..." to *clauses when some
+// rank's value differs from rank 0's. Every rank's value is listed, not just
+// the odd one out: with several ranks the user cannot otherwise tell which
+// side is the majority, or whether there even is one.
+template <typename T>
+void check_field(const char* field, T Request::*member, const std::vector<Request>& requests,
+                 std::vector<std::string>* clauses) {
+  const T& first = requests[0].*member;
+  bool differs = false;
+  for (const Request& r : requests) differs = differs || !(r.*member == first);
+  if (!differs) return;
+  std::string clause = fmt::format("{} mismatch: ", field);
+  for (std::size_t rank = 0; rank < requests.size(); ++rank) {
+    if (rank > 0) clause += ", ";
+    clause += fmt::format("rank {} {}", rank, show(requests[rank].*member));
+  }
+  clauses->push_back(std::move(clause));
+}
+
+}  // namespace
+
+Response build_response(const std::vector<Request>& requests_by_rank) {
+  HERD_ENFORCE(!requests_by_rank.empty());
+  const Request& first = requests_by_rank[0];
+
+  // Field order is fixed so that the same disagreement always reads the same.
+  std::vector<std::string> clauses;
+  check_field("collective", &Request::type, requests_by_rank, &clauses);
+  check_field("dtype", &Request::dtype, requests_by_rank, &clauses);
+  check_field("op", &Request::op, requests_by_rank, &clauses);
+  check_field("shape", &Request::shape, requests_by_rank, &clauses);
+  check_field("prescale", &Request::prescale, requests_by_rank, &clauses);
+  check_field("postscale", &Request::postscale, requests_by_rank, &clauses);
+  check_field("device", &Request::device, requests_by_rank, &clauses);
+
+  Response response;
+  response.collective = first.type;
+  response.name = first.name;
+  response.dtype = first.dtype;
+  response.op = first.op;
+  response.prescale = first.prescale;
+  response.postscale = first.postscale;
+  response.device = first.device;
+  response.shape = first.shape;
+  if (clauses.empty()) {
+    response.type = execute_type(first.type);
+  } else {
+    response.type = ResponseType::kError;
+    response.error_message =
+        fmt::format("{} '{}': {}", to_string(first.type), first.name, fmt::join(clauses, "; "));
+  }
+  return response;
+}
+
+Coordinator::Coordinator(int num_ranks) : num_ranks_(num_ranks) { HERD_ENFORCE_GE(num_ranks, 1); }
+
+Status Coordinator::add(const Request& request) {
+  if (request.rank < 0 || request.rank >= num_ranks_) {
+    return Status::error(fmt::format("request for '{}' from rank {}, but the job has {} ranks",
+                                     request.name, request.rank, num_ranks_));
+  }
+  Entry& entry = table_[request.name];
+  if (entry.by_rank.empty()) {
+    entry.by_rank.resize(static_cast<std::size_t>(num_ranks_));
+    entry.present.resize(static_cast<std::size_t>(num_ranks_), false);
+  }
+  const auto rank = static_cast<std::size_t>(request.rank);
+  if (entry.present[rank]) {
+    return Status::error(
+        fmt::format("rank {} requested '{}' again before the previous request for it completed",
+                    request.rank, request.name));
+  }
+  entry.by_rank[rank] = request;
+  entry.present[rank] = true;
+  if (++entry.count == num_ranks_) completed_.push_back(request.name);
+  return Status::ok();
+}
+
+std::vector<Response> Coordinator::take_ready() {
+  std::vector<Response> responses;
+  responses.reserve(completed_.size());
+  for (const std::string& name : completed_) {
+    auto it = table_.find(name);
+    HERD_ENFORCE(it != table_.end());
+    responses.push_back(build_response(it->second.by_rank));
+    table_.erase(it);
+  }
+  completed_.clear();
+  return responses;
+}
+
+std::size_t Coordinator::num_pending() const { return table_.size() - completed_.size(); }
+
+}  // namespace herd::detail

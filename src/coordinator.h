@@ -1,0 +1,52 @@
+// Coordinator: rank 0's table of which ranks have made which names ready.
+//
+// Fed, on rank 0's background thread, with every rank's RequestList each
+// negotiation round; hands back one Response per name that all ranks have
+// requested, in the order the names became complete. Pure logic: no MPI.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "src/message.h"
+
+namespace herd::detail {
+
+// The response for one name, from every rank's request (index = rank): an
+// execute response when all signatures agree, else an error response whose
+// message names the tensor, each field that differs and every rank's value:
+//   "allreduce 'grad/fc1': shape mismatch: rank 0 [4,3], rank 1 [4,2]"
+// Several differing fields are joined with "; ".
+Response build_response(const std::vector<Request>& requests_by_rank);
+
+class Coordinator {
+ public:
+  explicit Coordinator(int num_ranks);
+
+  // Records one request. A second request for a name that the same rank
+  // already has pending here fails (the rank broke the one-pending rule).
+  [[nodiscard]] Status add(const Request& request);
+
+  // Responses for every name that all ranks have now requested, in the order
+  // they became complete; those names leave the table.
+  std::vector<Response> take_ready();
+
+  // Names requested by some ranks but not yet all.
+  std::size_t num_pending() const;
+
+ private:
+  struct Entry {
+    std::vector<Request> by_rank;  // by_rank[r] valid iff present[r]
+    std::vector<bool> present;
+    int count = 0;
+  };
+
+  int num_ranks_;
+  std::map<std::string, Entry> table_;
+  std::vector<std::string> completed_;  // in completion order
+};
+
+}  // namespace herd::detail

@@ -1,0 +1,77 @@
+// Encoding and decoding of the per-cycle agreement vector (see cycle_bits.h).
+// Background thread only.
+//
+// Word 0 holds the inverted flags (bit 0: has_uncached, bit 1: shutdown).
+// Words [1, 1 + n) hold the inverted invalid bits and words [1 + n, 1 + 2n)
+// the ready bits, n = ceil(capacity / 64); slot s is bit s % 64 of word
+// s / 64 of its part. Bits past `capacity` in the last word are encoded as
+// the value that means "nothing" after the AND (1 in inverted parts, 0 in the
+// ready part) and are masked off again on decode, so they can never show up
+// as phantom slots.
+#include "src/cycle_bits.h"
+
+#include "common/enforce.h"
+
+namespace herd::detail {
+namespace {
+
+constexpr int kBitsPerWord = 64;
+constexpr uint64_t kHasUncachedBit = uint64_t{1} << 0;
+constexpr uint64_t kShutdownBit = uint64_t{1} << 1;
+
+std::size_t slot_words(std::size_t capacity) {
+  return (capacity + kBitsPerWord - 1) / kBitsPerWord;
+}
+
+uint64_t bit_of(uint32_t slot) { return uint64_t{1} << (slot % kBitsPerWord); }
+
+// Appends to *slots, ascending, every slot < capacity whose bit in
+// words[first, first + slot_words(capacity)) equals `wanted`. Whole words
+// with no such bit are skipped, so a large, mostly idle cache costs one test
+// per 64 slots.
+void collect_slots(const std::vector<uint64_t>& words, std::size_t first, std::size_t capacity,
+                   bool wanted, std::vector<uint32_t>* slots) {
+  for (std::size_t w = 0; w < slot_words(capacity); ++w) {
+    uint64_t hits = wanted ? words[first + w] : ~words[first + w];
+    const std::size_t base = w * kBitsPerWord;
+    for (std::size_t bit = 0; hits != 0 && base + bit < capacity; ++bit, hits >>= 1) {
+      if (hits & 1U) slots->push_back(static_cast<uint32_t>(base + bit));
+    }
+  }
+}
+
+}  // namespace
+
+std::size_t cycle_bits_words(std::size_t capacity) { return 1 + 2 * slot_words(capacity); }
+
+std::vector<uint64_t> encode_cycle_bits(const CycleBits& bits, std::size_t capacity) {
+  const std::size_t n = slot_words(capacity);
+  std::vector<uint64_t> words(cycle_bits_words(capacity), 0);
+  // Inverted parts start all ones: "not set on this rank".
+  for (std::size_t i = 0; i < 1 + n; ++i) words[i] = ~uint64_t{0};
+
+  if (bits.has_uncached) words[0] &= ~kHasUncachedBit;
+  if (bits.shutdown) words[0] &= ~kShutdownBit;
+  for (uint32_t slot : bits.invalid_slots) {
+    HERD_ENFORCE_LT(slot, capacity);
+    words[1 + slot / kBitsPerWord] &= ~bit_of(slot);
+  }
+  for (uint32_t slot : bits.ready_slots) {
+    HERD_ENFORCE_LT(slot, capacity);
+    words[1 + n + slot / kBitsPerWord] |= bit_of(slot);
+  }
+  return words;
+}
+
+CycleAgreement decode_cycle_bits(const std::vector<uint64_t>& and_reduced, std::size_t capacity) {
+  HERD_ENFORCE_EQ(and_reduced.size(), cycle_bits_words(capacity));
+  const std::size_t n = slot_words(capacity);
+  CycleAgreement agreement;
+  agreement.any_uncached = (and_reduced[0] & kHasUncachedBit) == 0;
+  agreement.any_shutdown = (and_reduced[0] & kShutdownBit) == 0;
+  collect_slots(and_reduced, 1, capacity, /*wanted=*/false, &agreement.invalid_anywhere);
+  collect_slots(and_reduced, 1 + n, capacity, /*wanted=*/true, &agreement.ready_everywhere);
+  return agreement;
+}
+
+}  // namespace herd::detail

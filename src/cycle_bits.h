@@ -1,0 +1,41 @@
+// The per-cycle agreement vector: what every rank contributes to the one
+// bitwise-AND allreduce that opens each background cycle.
+//
+// Layout (64-bit words): [inverted flags][inverted invalid-slot bits]
+// [ready-slot bits]. AND over ranks gives, for the ready bits, "ready on every
+// rank"; for the inverted parts, by De Morgan, the complement of "set on some
+// rank". So one collective answers: which cached names are ready everywhere,
+// which cache slots some rank invalidated, whether any rank has requests for
+// the coordinator, and whether any rank is shutting down. Pure functions.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace herd::detail {
+
+struct CycleBits {
+  bool has_uncached = false;  // this rank has requests for the coordinator
+  bool shutdown = false;      // this rank asked to shut down
+  std::vector<uint32_t> ready_slots;    // cached names ready on this rank
+  std::vector<uint32_t> invalid_slots;  // cached names this rank resubmitted with another signature
+};
+
+struct CycleAgreement {
+  bool any_uncached = false;
+  bool any_shutdown = false;
+  std::vector<uint32_t> ready_everywhere;  // ascending
+  std::vector<uint32_t> invalid_anywhere;  // ascending
+};
+
+// Number of 64-bit words for a cache of `capacity` slots.
+std::size_t cycle_bits_words(std::size_t capacity);
+
+// This rank's contribution; every slot must be < capacity.
+std::vector<uint64_t> encode_cycle_bits(const CycleBits& bits, std::size_t capacity);
+
+// Reads the AND of every rank's encode_cycle_bits.
+CycleAgreement decode_cycle_bits(const std::vector<uint64_t>& and_reduced, std::size_t capacity);
+
+}  // namespace herd::detail

@@ -1,0 +1,43 @@
+// FusionExecutor: runs one agreed fusion group of allreduces.
+//
+// Called by the background thread once every rank has agreed on the group
+// (same members, same order). A group of one tensor is reduced in place in
+// its output; a larger group is packed into the fusion buffer, reduced once
+// and unpacked. The executor owns the fusion buffer, which grows to the
+// largest group seen and never beyond HERD_FUSION_THRESHOLD.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "collectives/allreduce.h"
+#include "collectives/transport.h"
+#include "common/status.h"
+#include "src/message.h"
+#include "src/tensor_queue.h"
+
+namespace herd::detail {
+
+class FusionExecutor {
+ public:
+  FusionExecutor(collectives::Transport& transport, collectives::AllreduceOptions options);
+
+  // Reduces every entry's input into its output as `spec` (dtype, op, scales)
+  // says: output = postscale * reduce_op over ranks of (prescale * input),
+  // with kAverage dividing the sum by the number of ranks before postscale.
+  [[nodiscard]] Status allreduce(const Response& spec, const std::vector<TensorEntry*>& entries);
+
+  // Bytes of fusion buffer currently held.
+  std::size_t fusion_buffer_bytes() const { return fusion_buffer_capacity_; }
+
+ private:
+  uint8_t* fusion_buffer(std::size_t bytes);
+
+  collectives::Transport& transport_;
+  collectives::AllreduceOptions options_;
+  std::unique_ptr<uint8_t[]> fusion_buffer_;
+  std::size_t fusion_buffer_capacity_ = 0;
+};
+
+}  // namespace herd::detail

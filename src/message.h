@@ -1,0 +1,83 @@
+// Wire messages of the negotiation between ranks, and their byte encoding.
+//
+// Each cycle every rank sends the coordinator (rank 0) a RequestList of the
+// tensors it newly made ready and that the response cache could not settle;
+// rank 0 answers every rank with one ResponseList. Encoding is a compact
+// little-endian byte string (all ranks of a job share one architecture);
+// decoding checks every length and fails with a Status on a truncated or
+// corrupt message. Pure functions, tested without MPI.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "herd/types.h"
+
+namespace herd::detail {
+
+enum class CollectiveType : uint8_t {
+  kAllreduce,
+};
+
+// "allreduce": the word error messages start with.
+const char* to_string(CollectiveType type);
+
+// One rank's readiness for one named tensor.
+struct Request {
+  int32_t rank = 0;
+  CollectiveType type = CollectiveType::kAllreduce;
+  std::string name;
+  DataType dtype = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  double prescale = 1.0;
+  double postscale = 1.0;
+  Device device;
+  std::vector<int64_t> shape;
+
+  // Same collective, dtype, op, scales, device and shape (the rank and the
+  // name are not compared): what every rank must agree on.
+  bool same_signature(const Request& other) const;
+  int64_t num_elements() const;
+};
+
+struct RequestList {
+  std::vector<Request> requests;
+};
+
+enum class ResponseType : uint8_t {
+  kAllreduce,  // every rank agreed: execute
+  kError,      // the ranks disagreed: fail every rank's handle with error_message
+};
+
+// What every rank does next with one name, decided by the coordinator (or
+// replayed from the response cache) and identical on all ranks.
+struct Response {
+  ResponseType type = ResponseType::kAllreduce;
+  CollectiveType collective = CollectiveType::kAllreduce;
+  std::string name;
+  DataType dtype = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  double prescale = 1.0;
+  double postscale = 1.0;
+  Device device;
+  std::vector<int64_t> shape;
+  std::string error_message;  // kError only
+
+  int64_t num_elements() const;
+  std::size_t num_bytes() const;
+  // True when `request` asks for exactly what this (non-error) response does.
+  bool matches(const Request& request) const;
+};
+
+struct ResponseList {
+  std::vector<Response> responses;
+};
+
+std::vector<uint8_t> encode(const RequestList& list);
+std::vector<uint8_t> encode(const ResponseList& list);
+[[nodiscard]] Status decode(const uint8_t* data, std::size_t size, RequestList* list);
+[[nodiscard]] Status decode(const uint8_t* data, std::size_t size, ResponseList* list);
+
+}  // namespace herd::detail

@@ -1,0 +1,63 @@
+// TensorQueue: the hand-off between application threads and the background
+// thread.
+//
+// Application threads push() TensorEntries (any number of threads at once);
+// the background thread drain()s them each cycle and calls finish() when a
+// name's operation has completed. The queue also enforces "one pending
+// operation per name per rank": a name is pending from push() until finish().
+// Once closed (shutdown, or a fatal error in the background thread) every
+// push fails with the closing reason. Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "common/status.h"
+#include "herd/types.h"
+#include "src/handle_state.h"
+#include "src/message.h"
+
+namespace herd::detail {
+
+// One submitted operation as the background thread sees it.
+struct TensorEntry {
+  Request request;  // what this rank asks every rank to agree on
+  TensorView input;
+  TensorView output;
+  std::shared_ptr<HandleState> handle;
+};
+
+class TensorQueue {
+ public:
+  // Fails when the name is already pending on this rank, or the queue is closed.
+  [[nodiscard]] Status push(TensorEntry entry);
+
+  // Everything pushed since the last drain, in push order.
+  std::vector<TensorEntry> drain();
+
+  // Sleeps until an entry is waiting, wake() is called, or `timeout` passes.
+  void wait_for_work(std::chrono::microseconds timeout);
+  void wake();
+
+  // The name may be submitted again.
+  void finish(const std::string& name);
+
+  // Later pushes fail with `reason`. Returns the entries never drained.
+  std::vector<TensorEntry> close(const std::string& reason);
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable work_cv_;
+  std::vector<TensorEntry> entries_;
+  std::unordered_set<std::string> pending_names_;
+  bool woken_ = false;
+  bool closed_ = false;
+  std::string close_reason_;
+};
+
+}  // namespace herd::detail

@@ -1,0 +1,110 @@
+// Harness shared by the multi-rank tests of herd's public API (tests/mpi/).
+//
+// Recorder counts passed and failed cases. A failing case prints
+// "rank R case C: ..." lines, and for element comparisons only the first few
+// mismatches ("rank R case C index I: expected E, actual A") plus a total, so
+// a broken 2^20-element tensor prints a handful of lines, not a million.
+// finish() sums the counts over MPI_COMM_WORLD when MPI is still usable and
+// returns the exit code, non-zero on every rank if any rank failed.
+//
+// The element codecs read and write every herd::DataType from double or
+// int64_t; float16/bfloat16 encoding is exact-only (the tests use values the
+// format represents exactly) and independent of herd's own converters.
+// Recorder may be used from several threads at once; the rest are pure.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "herd/types.h"
+
+namespace herd_test {
+
+class Recorder {
+ public:
+  Recorder(std::string program, int rank) : program_(std::move(program)), rank_(rank) {}
+
+  void pass();
+  void fail(const std::string& case_name, const std::string& message);
+  // Records a pass if `ok`, else a failure with `message`; returns ok.
+  bool check(bool ok, const std::string& case_name, const std::string& message);
+
+  // Prints this rank's "<program> rank R: N passed, M failed" and returns 0
+  // when no rank failed, 1 otherwise. Sums over MPI_COMM_WORLD when MPI is
+  // initialized and not finalized; otherwise judges this rank alone.
+  int finish();
+
+  int rank() const { return rank_; }
+
+ private:
+  friend class CaseCheck;
+  void print_line(const std::string& line);
+
+  std::mutex mutex_;
+  std::string program_;
+  int rank_;
+  long long passed_ = 0;
+  long long failed_ = 0;
+};
+
+// One case of element-by-element comparisons. Call mismatch() for each wrong
+// element; done() (or the destructor) records the case as passed or failed.
+class CaseCheck {
+ public:
+  CaseCheck(Recorder& recorder, std::string name) : recorder_(recorder), name_(std::move(name)) {}
+  ~CaseCheck() { done(); }
+  CaseCheck(const CaseCheck&) = delete;
+  CaseCheck& operator=(const CaseCheck&) = delete;
+
+  void mismatch(int64_t index, const std::string& expected, const std::string& actual);
+  // A failure of the case as a whole (an exception, a wrong flag).
+  void fail(const std::string& message);
+  void done();
+  bool ok() const { return mismatches_ == 0 && !failed_; }
+
+ private:
+  static constexpr int64_t kMaxPrinted = 3;
+  Recorder& recorder_;
+  std::string name_;
+  int64_t mismatches_ = 0;
+  bool failed_ = false;
+  bool done_ = false;
+};
+
+// 64-bit mix (splitmix64 finalizer): cheap deterministic pseudo-random data.
+uint64_t mix64(uint64_t x);
+
+// Names as herd's error messages spell them, written out independently.
+std::string dtype_name(herd::DataType dtype);
+std::string op_name(herd::ReduceOp op);
+std::string shape_string(const std::vector<int64_t>& shape);  // "[4,3]", "[]"
+std::string double_string(double value);                      // shortest exact text
+
+bool is_integer(herd::DataType dtype);
+std::size_t dtype_bytes(herd::DataType dtype);
+// Range of an integer dtype.
+int64_t int_min(herd::DataType dtype);
+int64_t int_max(herd::DataType dtype);
+
+// float16 (IEEE binary16) and bfloat16 bits. encode_* abort on a value the
+// format cannot hold exactly: that is a bug in the test, not in herd.
+uint16_t encode_float16(double value);
+uint16_t encode_bfloat16(double value);
+double decode_float16(uint16_t bits);
+double decode_bfloat16(uint16_t bits);
+
+// Element `index` of a dense buffer of `dtype`. store_int needs an integer
+// dtype and a value in range; store_float a float dtype and an exact value.
+void store_int(herd::DataType dtype, void* data, int64_t index, int64_t value);
+int64_t load_int(herd::DataType dtype, const void* data, int64_t index);
+void store_float(herd::DataType dtype, void* data, int64_t index, double value);
+double load_float(herd::DataType dtype, const void* data, int64_t index);
+
+// True when the float dtype holds `value` exactly.
+bool representable(herd::DataType dtype, double value);
+// Distance between `value` and the next float of `dtype` away from zero.
+double ulp(herd::DataType dtype, double value);
+
+}  // namespace herd_test

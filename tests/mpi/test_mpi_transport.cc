@@ -1,0 +1,280 @@
+// The collectives layer over real MPI, without the runtime: point-to-point
+// rings, ring and recursive-doubling allreduce, and MpiTransport's failure
+// modes, each over a transport with the default message limit and one with a
+// 7-byte limit so that every message is split into many MPI messages.
+//
+// A plain program run under mpiexec at 1..4 ranks. Each failure prints rank,
+// case, index, expected and actual; the last line of each rank is
+// "test_mpi_transport rank R: N passed, M failed", and the program exits
+// non-zero if any rank failed.
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include "collectives/allreduce.h"
+#include "collectives/mpi/mpi_transport.h"
+#include "ops/reduce.h"
+
+namespace herd::collectives {
+namespace {
+
+constexpr int kPassTag = 7001;
+constexpr int kWrongLengthTag = 7002;
+
+// Reductions of the test's own, so it does not depend on ops/.
+template <typename T, typename Combine>
+ops::ReduceFn elementwise(Combine combine) {
+  return [combine](void* dst, const void* src, int64_t count) {
+    auto* out = static_cast<T*>(dst);
+    const auto* in = static_cast<const T*>(src);
+    for (int64_t i = 0; i < count; ++i) out[i] = combine(out[i], in[i]);
+  };
+}
+const ops::ReduceFn kFloatSum = elementwise<float>([](float a, float b) { return a + b; });
+const ops::ReduceFn kInt32Max =
+    elementwise<int32_t>([](int32_t a, int32_t b) { return a < b ? b : a; });
+
+class Tally {
+ public:
+  explicit Tally(int rank) : rank_(rank) {}
+
+  void pass() { ++passed_; }
+  void fail(const std::string& test_case, const std::string& detail) {
+    ++failed_;
+    std::fprintf(stderr, "FAIL rank %d, %s: %s\n", rank_, test_case.c_str(), detail.c_str());
+  }
+  // Passes if `status` is OK, else fails with its message.
+  bool expect_ok(const std::string& test_case, const Status& status) {
+    if (status.is_ok()) return true;
+    fail(test_case, "unexpected error: " + status.message());
+    return false;
+  }
+
+  int64_t passed() const { return passed_; }
+  int64_t failed() const { return failed_; }
+
+ private:
+  int rank_;
+  int64_t passed_ = 0;
+  int64_t failed_ = 0;
+};
+
+// Passes if data[i] == expected(i) for all i, else reports the first index
+// that differs and how many do.
+template <typename T, typename Expected>
+void check_elements(Tally& tally, const std::string& test_case, const std::vector<T>& data,
+                    const Expected& expected) {
+  int64_t mismatches = 0;
+  std::string first;
+  for (std::size_t i = 0; i < data.size(); ++i) {
+    const T want = expected(static_cast<int64_t>(i));
+    if (data[i] == want) continue;
+    if (mismatches++ == 0) first = fmt::format("index {}: expected {}, actual {}", i, want, data[i]);
+  }
+  if (mismatches == 0) {
+    tally.pass();
+  } else {
+    tally.fail(test_case, fmt::format("{} ({} of {} elements wrong)", first, mismatches,
+                                      data.size()));
+  }
+}
+
+// Every rank sends `bytes` bytes to its right neighbour and receives its left
+// neighbour's; byte i of rank r is (r * 31 + i) mod 251.
+void test_ring_pass(Tally& tally, Transport& transport, std::size_t bytes,
+                    const std::string& name) {
+  const int p = transport.size();
+  const int rank = transport.rank();
+  const int left = (rank + p - 1) % p;
+  auto pattern = [](int r, int64_t i) { return static_cast<unsigned char>((r * 31 + i) % 251); };
+  std::vector<unsigned char> sent(bytes);
+  for (std::size_t i = 0; i < bytes; ++i) sent[i] = pattern(rank, static_cast<int64_t>(i));
+  std::vector<unsigned char> received(bytes, 0);
+  const std::string test_case = fmt::format("{} ring pass of {} bytes", name, bytes);
+  auto receive = transport.irecv(received.data(), bytes, left, kPassTag);
+  auto send = transport.isend(sent.data(), bytes, (rank + 1) % p, kPassTag);
+  const Status sent_status = send->wait();
+  const Status received_status = receive->wait();
+  if (!tally.expect_ok(test_case + " (send)", sent_status)) return;
+  if (!tally.expect_ok(test_case + " (recv)", received_status)) return;
+  check_elements(tally, test_case, received, [&](int64_t i) { return pattern(left, i); });
+}
+
+int32_t spread_value(int rank, int64_t i) {
+  return static_cast<int32_t>((i * 37 + rank * 101) % 211) - 105;
+}
+
+using Algorithm = Status (*)(void*, int64_t, std::size_t, const ops::ReduceFn&, Transport&,
+                             std::size_t);
+
+Status run_ring(void* buf, int64_t count, std::size_t element_size, const ops::ReduceFn& reduce,
+                Transport& transport, std::size_t segment_bytes) {
+  return ring_allreduce(buf, count, element_size, reduce, transport, segment_bytes);
+}
+Status run_recursive_doubling(void* buf, int64_t count, std::size_t element_size,
+                              const ops::ReduceFn& reduce, Transport& transport, std::size_t) {
+  return recursive_doubling_allreduce(buf, count, element_size, reduce, transport);
+}
+
+// Float32 sum of (r + 1) + (i % 7), exact: p(p + 1)/2 + p (i % 7); and int32
+// max of spread_value, its maximum over ranks computed here.
+void test_allreduce(Tally& tally, Transport& transport, const std::string& name,
+                    Algorithm algorithm, int64_t count, std::size_t segment_bytes) {
+  const int p = transport.size();
+  const int rank = transport.rank();
+  const std::string where =
+      fmt::format("{} count {} segment_bytes {}", name, count, segment_bytes);
+  const std::size_t n = static_cast<std::size_t>(count);
+
+  std::vector<float> floats(n);
+  for (std::size_t i = 0; i < n; ++i) floats[i] = static_cast<float>(rank + 1 + i % 7);
+  if (tally.expect_ok(where + " float32 sum",
+                      algorithm(floats.data(), count, sizeof(float), kFloatSum, transport,
+                                segment_bytes))) {
+    check_elements(tally, where + " float32 sum", floats, [p](int64_t i) {
+      return static_cast<float>(p * (p + 1) / 2 + p * (i % 7));
+    });
+  }
+
+  std::vector<int32_t> ints(n);
+  for (std::size_t i = 0; i < n; ++i) ints[i] = spread_value(rank, static_cast<int64_t>(i));
+  if (tally.expect_ok(where + " int32 max",
+                      algorithm(ints.data(), count, sizeof(int32_t), kInt32Max, transport,
+                                segment_bytes))) {
+    check_elements(tally, where + " int32 max", ints, [p](int64_t i) {
+      int32_t max = spread_value(0, i);
+      for (int r = 1; r < p; ++r) max = std::max(max, spread_value(r, i));
+      return max;
+    });
+  }
+}
+
+// Sums of non-integers depend on the order of the additions: every rank must
+// still end with rank 0's bits.
+void test_bit_identical(Tally& tally, Transport& transport, MPI_Comm comm,
+                        const std::string& name, Algorithm algorithm) {
+  const int64_t count = 1023;
+  const std::string test_case = fmt::format("{} bit-identical float32 sum", name);
+  std::vector<float> data(static_cast<std::size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    data[static_cast<std::size_t>(i)] =
+        static_cast<float>(std::sin(0.37 * static_cast<double>(i) + 1.3 * transport.rank()) / 3.0);
+  }
+  const bool ok = tally.expect_ok(
+      test_case, algorithm(data.data(), count, sizeof(float), kFloatSum, transport, 20));
+  std::vector<float> rank0 = data;
+  MPI_Bcast(rank0.data(), static_cast<int>(count), MPI_FLOAT, 0, comm);
+  if (!ok) return;
+  for (std::size_t i = 0; i < data.size(); ++i) {
+    if (std::memcmp(&data[i], &rank0[i], sizeof(float)) != 0) {
+      tally.fail(test_case, fmt::format("index {}: expected rank 0's {:.9g}, actual {:.9g}", i,
+                                        rank0[i], data[i]));
+      return;
+    }
+  }
+  tally.pass();
+}
+
+// Rank r and r ^ 1 (or r itself, the last of an odd count) each send the
+// other 10 bytes and receive 12, then send 12 and receive 10: both receives
+// must fail with a Status, and the sends succeed. Every send matches one
+// receive with as many pieces, so the ranks stay matched afterwards.
+void test_wrong_length(Tally& tally, Transport& transport, const std::string& name) {
+  const int p = transport.size();
+  const int rank = transport.rank();
+  const int partner = (rank ^ 1) < p ? (rank ^ 1) : rank;
+  std::vector<unsigned char> out(12, 1);
+  std::vector<unsigned char> in(12, 0);
+  for (const auto& [sent, expected] : {std::pair<std::size_t, std::size_t>{10, 12}, {12, 10}}) {
+    const std::string test_case =
+        fmt::format("{} receive of {} bytes from a send of {}", name, expected, sent);
+    auto receive = transport.irecv(in.data(), expected, partner, kWrongLengthTag);
+    auto send = transport.isend(out.data(), sent, partner, kWrongLengthTag);
+    const Status send_status = send->wait();
+    const Status receive_status = receive->wait();
+    tally.expect_ok(test_case + " (send)", send_status);
+    const std::string expected_text = fmt::format("MPI recv of {} bytes from rank {}", expected,
+                                                  partner);
+    if (receive_status.is_ok()) {
+      tally.fail(test_case, "expected an error, actual OK");
+    } else if (receive_status.message().find(expected_text) == std::string::npos) {
+      tally.fail(test_case, fmt::format("expected an error containing \"{}\", actual \"{}\"",
+                                        expected_text, receive_status.message()));
+    } else {
+      tally.pass();
+    }
+  }
+}
+
+// A send to a rank outside the communicator fails when posted.
+void test_bad_peer(Tally& tally, Transport& transport, const std::string& name) {
+  const std::string test_case = name + " send to rank size()";
+  char byte = 0;
+  const Status status = transport.isend(&byte, 1, transport.size(), kPassTag)->wait();
+  if (!status.is_ok() && status.message().find("MPI_Isend: ") != std::string::npos) {
+    tally.pass();
+  } else {
+    tally.fail(test_case, fmt::format("expected an MPI_Isend error, actual \"{}\"",
+                                      status.message()));
+  }
+}
+
+void run_all(Tally& tally, MPI_Comm comm, std::size_t max_message_bytes) {
+  MpiTransport transport(comm, max_message_bytes);
+  const std::string name = max_message_bytes == kMaxMpiMessageBytes
+                               ? std::string("default limit:")
+                               : fmt::format("max_message_bytes {}:", max_message_bytes);
+  test_ring_pass(tally, transport, 1000, name);
+  test_ring_pass(tally, transport, 0, name);
+  for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1023},
+                        (int64_t{1} << 20) + 3}) {
+    // Tiny segments make many messages; keep them to the smaller counts.
+    const std::size_t tiny_segment_bytes = count <= 1023 ? 4 : 4096;
+    for (std::size_t segment_bytes : {kDefaultSegmentBytes, tiny_segment_bytes}) {
+      double t0 = MPI_Wtime();
+      test_allreduce(tally, transport, name + " ring", run_ring, count, segment_bytes);
+      if (transport.rank() == 0) std::fprintf(stderr, "TIMING %s ring count %lld seg %zu: %.3f s\n", name.c_str(), (long long)count, segment_bytes, MPI_Wtime() - t0);
+    }
+    double t1 = MPI_Wtime();
+    test_allreduce(tally, transport, name + " recursive doubling", run_recursive_doubling, count,
+                   0);
+    if (transport.rank() == 0) std::fprintf(stderr, "TIMING %s rd count %lld: %.3f s\n", name.c_str(), (long long)count, MPI_Wtime() - t1);
+  }
+  test_bit_identical(tally, transport, comm, name + " ring", run_ring);
+  test_bit_identical(tally, transport, comm, name + " recursive doubling",
+                     run_recursive_doubling);
+  test_bad_peer(tally, transport, name);
+  test_wrong_length(tally, transport, name);
+}
+
+}  // namespace
+}  // namespace herd::collectives
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+
+  herd::collectives::Tally tally(rank);
+  for (std::size_t max_message_bytes : {std::size_t{7}, herd::collectives::kMaxMpiMessageBytes}) {
+    herd::collectives::run_all(tally, comm, max_message_bytes);
+  }
+
+  int64_t local_failed = tally.failed();
+  int64_t total_failed = 0;
+  MPI_Allreduce(&local_failed, &total_failed, 1, MPI_INT64_T, MPI_SUM, comm);
+  std::printf("test_mpi_transport rank %d: %lld passed, %lld failed\n", rank,
+              static_cast<long long>(tally.passed()), static_cast<long long>(tally.failed()));
+  MPI_Comm_free(&comm);
+  MPI_Finalize();
+  return total_failed == 0 ? 0 : 1;
+}

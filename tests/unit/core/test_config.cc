@@ -1,0 +1,200 @@
+// Config: defaults, every setting's valid and invalid values, and that the
+// documentation table covers every Config field. Uses a map as the
+// environment, so no test touches the real one.
+#include <map>
+#include <set>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "src/config.h"
+
+namespace herd::detail {
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+EnvLookup lookup_in(const Env& env) {
+  return [&env](const char* variable) -> const char* {
+    auto it = env.find(variable);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+}
+
+Status read(const Env& env, Config* config) { return read_config(lookup_in(env), config); }
+
+// Names of the Config fields that differ between a and b.
+std::set<std::string> differing_fields(const Config& a, const Config& b) {
+  std::set<std::string> fields;
+  if (a.fusion_threshold_bytes != b.fusion_threshold_bytes) fields.insert("fusion_threshold_bytes");
+  if (a.cycle_time_ms != b.cycle_time_ms) fields.insert("cycle_time_ms");
+  if (a.cache_capacity != b.cache_capacity) fields.insert("cache_capacity");
+  if (a.log_level != b.log_level) fields.insert("log_level");
+  if (a.ring_segment_bytes != b.ring_segment_bytes) fields.insert("ring_segment_bytes");
+  if (a.small_allreduce_bytes != b.small_allreduce_bytes) fields.insert("small_allreduce_bytes");
+  return fields;
+}
+
+const std::set<std::string> kAllFields = {"fusion_threshold_bytes", "cycle_time_ms",
+                                          "cache_capacity",         "log_level",
+                                          "ring_segment_bytes",     "small_allreduce_bytes"};
+
+void check_rejected(const std::string& variable, const std::string& value,
+                    const std::string& expected) {
+  INFO(variable << "='" << value << "'");
+  Config config;
+  config.fusion_threshold_bytes = 12345;  // must survive a failed read
+  Status status = read({{variable, value}}, &config);
+  REQUIRE_FALSE(status.is_ok());
+  CHECK(status.message() == variable + "='" + value + "': expected " + expected);
+  CHECK(config.fusion_threshold_bytes == 12345);
+}
+
+}  // namespace
+
+TEST_CASE("config: an empty environment keeps every default", "[config]") {
+  Config config;
+  REQUIRE(read({}, &config).is_ok());
+  CHECK(config.fusion_threshold_bytes == 67108864);
+  CHECK(config.cycle_time_ms == 1.0);
+  CHECK(config.cache_capacity == 1024);
+  CHECK(config.log_level == LogLevel::kWarning);
+  CHECK(config.ring_segment_bytes == 1048576);
+  CHECK(config.small_allreduce_bytes == 65536);
+  CHECK(differing_fields(config, Config{}).empty());
+}
+
+TEST_CASE("config: unrelated variables are ignored", "[config]") {
+  Config config;
+  REQUIRE(read({{"HERD_UNKNOWN", "x"}, {"PATH", "/bin"}}, &config).is_ok());
+  CHECK(differing_fields(config, Config{}).empty());
+}
+
+TEST_CASE("config: HERD_FUSION_THRESHOLD", "[config]") {
+  Config config;
+  REQUIRE(read({{"HERD_FUSION_THRESHOLD", "0"}}, &config).is_ok());
+  CHECK(config.fusion_threshold_bytes == 0);
+  REQUIRE(read({{"HERD_FUSION_THRESHOLD", "9223372036854775807"}}, &config).is_ok());
+  CHECK(config.fusion_threshold_bytes == INT64_MAX);
+  const std::string expected = "a non-negative integer (bytes)";
+  for (const char* bad : {"abc", "", "-1", " 5", "5 ", "64M", "1e6", "1.5", "+5", "0x10",
+                          "9223372036854775808", "99999999999999999999999"}) {
+    check_rejected("HERD_FUSION_THRESHOLD", bad, expected);
+  }
+}
+
+TEST_CASE("config: HERD_CYCLE_TIME", "[config]") {
+  Config config;
+  REQUIRE(read({{"HERD_CYCLE_TIME", "0"}}, &config).is_ok());
+  CHECK(config.cycle_time_ms == 0.0);
+  REQUIRE(read({{"HERD_CYCLE_TIME", "2.5"}}, &config).is_ok());
+  CHECK(config.cycle_time_ms == 2.5);
+  REQUIRE(read({{"HERD_CYCLE_TIME", "1e1"}}, &config).is_ok());
+  CHECK(config.cycle_time_ms == 10.0);
+  const std::string expected = "a non-negative number of milliseconds";
+  for (const char* bad : {"-1", "-5", "abc", "", "1ms", " 1", "inf", "nan", "1e999", "1.2.3"}) {
+    check_rejected("HERD_CYCLE_TIME", bad, expected);
+  }
+}
+
+TEST_CASE("config: HERD_CACHE_CAPACITY", "[config]") {
+  Config config;
+  REQUIRE(read({{"HERD_CACHE_CAPACITY", "0"}}, &config).is_ok());
+  CHECK(config.cache_capacity == 0);
+  REQUIRE(read({{"HERD_CACHE_CAPACITY", "1048576"}}, &config).is_ok());
+  CHECK(config.cache_capacity == 1048576);
+  const std::string expected = "a non-negative integer no larger than 1048576 (names)";
+  for (const char* bad : {"1048577", "-1", "many", "", "10 "}) {
+    check_rejected("HERD_CACHE_CAPACITY", bad, expected);
+  }
+}
+
+TEST_CASE("config: HERD_LOG_LEVEL", "[config]") {
+  const std::map<std::string, LogLevel> valid = {
+      {"trace", LogLevel::kTrace},     {"debug", LogLevel::kDebug}, {"info", LogLevel::kInfo},
+      {"warning", LogLevel::kWarning}, {"error", LogLevel::kError}, {"off", LogLevel::kOff},
+      {"DEBUG", LogLevel::kDebug},     {"Info", LogLevel::kInfo},   {"OFF", LogLevel::kOff}};
+  for (const auto& [text, level] : valid) {
+    INFO(text);
+    Config config;
+    REQUIRE(read({{"HERD_LOG_LEVEL", text}}, &config).is_ok());
+    CHECK(config.log_level == level);
+  }
+  const std::string expected = "one of trace, debug, info, warning, error, off";
+  for (const char* bad : {"verbose", "", "warn ", "3"}) {
+    check_rejected("HERD_LOG_LEVEL", bad, expected);
+  }
+}
+
+TEST_CASE("config: HERD_RING_SEGMENT_BYTES", "[config]") {
+  Config config;
+  REQUIRE(read({{"HERD_RING_SEGMENT_BYTES", "1"}}, &config).is_ok());
+  CHECK(config.ring_segment_bytes == 1);
+  REQUIRE(read({{"HERD_RING_SEGMENT_BYTES", "4096"}}, &config).is_ok());
+  CHECK(config.ring_segment_bytes == 4096);
+  for (const char* bad : {"0", "-4096", "4k", ""}) {
+    check_rejected("HERD_RING_SEGMENT_BYTES", bad, "a positive integer (bytes)");
+  }
+}
+
+TEST_CASE("config: HERD_SMALL_ALLREDUCE_BYTES", "[config]") {
+  Config config;
+  REQUIRE(read({{"HERD_SMALL_ALLREDUCE_BYTES", "0"}}, &config).is_ok());
+  CHECK(config.small_allreduce_bytes == 0);
+  REQUIRE(read({{"HERD_SMALL_ALLREDUCE_BYTES", "1024"}}, &config).is_ok());
+  CHECK(config.small_allreduce_bytes == 1024);
+  for (const char* bad : {"-1", "small", ""}) {
+    check_rejected("HERD_SMALL_ALLREDUCE_BYTES", bad, "a non-negative integer (bytes)");
+  }
+}
+
+TEST_CASE("config: several bad values are reported together", "[config]") {
+  Config config;
+  Status status = read(
+      {{"HERD_FUSION_THRESHOLD", "abc"}, {"HERD_CYCLE_TIME", "-5"}, {"HERD_CACHE_CAPACITY", "8"}},
+      &config);
+  REQUIRE_FALSE(status.is_ok());
+  CHECK(status.message() ==
+        "HERD_FUSION_THRESHOLD='abc': expected a non-negative integer (bytes); "
+        "HERD_CYCLE_TIME='-5': expected a non-negative number of milliseconds");
+  CHECK(config.cache_capacity == 1024);  // nothing applied when anything failed
+}
+
+TEST_CASE("config: setting_docs covers every field exactly once", "[config]") {
+  const std::map<std::string, std::string> non_default = {
+      {"HERD_FUSION_THRESHOLD", "1"},   {"HERD_CYCLE_TIME", "0.25"},
+      {"HERD_CACHE_CAPACITY", "7"},     {"HERD_LOG_LEVEL", "trace"},
+      {"HERD_RING_SEGMENT_BYTES", "3"}, {"HERD_SMALL_ALLREDUCE_BYTES", "5"}};
+  std::vector<SettingDoc> docs = setting_docs();
+  REQUIRE(docs.size() == non_default.size());
+
+  std::set<std::string> variables;
+  std::set<std::string> covered;
+  for (const SettingDoc& doc : docs) {
+    INFO(doc.variable);
+    CHECK(doc.variable.rfind("HERD_", 0) == 0);
+    CHECK_FALSE(doc.description.empty());
+    CHECK(variables.insert(doc.variable).second);
+
+    // The documented default is the Config default.
+    Config from_default;
+    REQUIRE(read({{doc.variable, doc.default_value}}, &from_default).is_ok());
+    CHECK(differing_fields(from_default, Config{}).empty());
+
+    // Each variable sets exactly one field, and no two share one.
+    REQUIRE(non_default.count(doc.variable) == 1);
+    Config changed;
+    REQUIRE(read({{doc.variable, non_default.at(doc.variable)}}, &changed).is_ok());
+    std::set<std::string> fields = differing_fields(changed, Config{});
+    REQUIRE(fields.size() == 1);
+    CHECK(covered.insert(*fields.begin()).second);
+  }
+  CHECK(covered == kAllFields);
+}
+
+TEST_CASE("config: process_environment reads the real environment", "[config]") {
+  EnvLookup env = process_environment();
+  CHECK(env("HERD_TEST_SURELY_UNSET_VARIABLE_8c1f") == nullptr);
+}
+
+}  // namespace herd::detail

@@ -1,0 +1,233 @@
+// scale and divide: integer rounding (half away from zero) and saturation,
+// truncating integer division, floating multiplication in each type's own
+// precision, and the untouched-memory fast paths.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include "common/enforce.h"
+#include "ops/reduce.h"
+#include "ops_reference.h"
+
+namespace herd::ops {
+namespace {
+
+using testing::Bytes;
+using testing::first_mismatch;
+using testing::SmallFloatFormat;
+
+constexpr DataType kIntegerTypes[] = {DataType::kUInt8, DataType::kInt8, DataType::kInt32, DataType::kInt64};
+
+template <typename T>
+std::vector<T> scaled(std::vector<T> values, DataType dtype, double factor) {
+  scale(values.data(), static_cast<int64_t>(values.size()), dtype, factor);
+  return values;
+}
+
+template <typename T>
+std::vector<T> divided(std::vector<T> values, DataType dtype, int64_t divisor) {
+  divide(values.data(), static_cast<int64_t>(values.size()), dtype, divisor);
+  return values;
+}
+
+// The integer limits of `dtype` as doubles; the tests keep within +-2^53.
+std::pair<double, double> ref_limits(DataType dtype) {
+  switch (dtype) {
+    case DataType::kUInt8: return {0, 255};
+    case DataType::kInt8: return {-128, 127};
+    case DataType::kInt32: return {-2147483648.0, 2147483647.0};
+    default: return {-9223372036854775808.0, 9223372036854775807.0};
+  }
+}
+
+// Round half away from zero without std::round: the inputs are multiples of
+// 1/8, so floor(|x| + 0.5) is exact.
+double ref_round_half_away(double x) {
+  const double magnitude = std::floor(std::fabs(x) + 0.5);
+  return x < 0 ? -magnitude : magnitude;
+}
+
+// Inputs for integer sweeps: small values of both signs (none below 0 for
+// uint8) plus each type's extremes, so that saturation is exercised.
+std::vector<double> integer_inputs(DataType dtype, std::size_t count, std::mt19937_64& rng) {
+  const auto [lo, hi] = ref_limits(dtype);
+  const double bound = std::min(hi, 1000.0);
+  std::uniform_int_distribution<int64_t> dist(lo < 0 ? -static_cast<int64_t>(bound) : 0,
+                                              static_cast<int64_t>(bound));
+  std::vector<double> values(count);
+  for (double& v : values) v = static_cast<double>(dist(rng));
+  if (dtype != DataType::kInt64) {  // int64 extremes are not exact in double
+    values[0] = lo;
+    values[1] = hi;
+  }
+  return values;
+}
+
+}  // namespace
+
+TEST_CASE("scale: integers round half away from zero and saturate", "[scale]") {
+  CHECK(scaled<int32_t>({5, -5, 3, -3, 7, -7, 1, -1}, DataType::kInt32, 0.5) ==
+        std::vector<int32_t>{3, -3, 2, -2, 4, -4, 1, -1});
+  CHECK(scaled<int8_t>({100, -100, 64, -64, 63}, DataType::kInt8, 2.0) ==
+        std::vector<int8_t>{127, -128, 127, -128, 126});
+  CHECK(scaled<uint8_t>({10, 200, 0}, DataType::kUInt8, -1.0) == std::vector<uint8_t>{0, 0, 0});
+  CHECK(scaled<uint8_t>({200, 127, 1}, DataType::kUInt8, 2.0) == std::vector<uint8_t>{255, 254, 2});
+  constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
+  CHECK(scaled<int64_t>({kInt64Max, kInt64Min, 3}, DataType::kInt64, 2.0) ==
+        std::vector<int64_t>{kInt64Max, kInt64Min, 6});
+  // Non-finite factors: infinity saturates by sign; 0 * inf and NaN have no
+  // nearest integer and give 0.
+  const double inf = std::numeric_limits<double>::infinity();
+  CHECK(scaled<int32_t>({4, -4, 0}, DataType::kInt32, inf) ==
+        std::vector<int32_t>{std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min(), 0});
+  CHECK(scaled<int8_t>({4, -4}, DataType::kInt8, std::nan("")) == std::vector<int8_t>{0, 0});
+}
+
+TEST_CASE("scale: integer sweep against the reference", "[scale]") {
+  for (DataType dtype : kIntegerTypes) {
+    for (double factor : {0.5, 1.5, -2.25, 0.125, 3.0}) {
+      std::mt19937_64 rng(7);
+      const std::vector<double> values = integer_inputs(dtype, 1023, rng);
+      const auto [lo, hi] = ref_limits(dtype);
+      std::vector<double> expected(values.size());
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        expected[i] = std::min(hi, std::max(lo, ref_round_half_away(values[i] * factor)));
+      }
+      Bytes buf = testing::to_bytes(values, dtype);
+      scale(buf.data(), static_cast<int64_t>(values.size()), dtype, factor);
+      INFO("dtype " << to_string(dtype) << ", factor " << factor);
+      CHECK(first_mismatch(buf, expected, dtype) == "");
+    }
+  }
+}
+
+TEST_CASE("scale: floating types multiply in their own precision", "[scale]") {
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> dist(-1000.0, 1000.0);
+  const std::size_t count = 2500;  // crosses the 16-bit staging blocks
+  for (double factor : {0.1, -3.0, 1e-3, 0.0}) {
+    std::vector<double> raw(count);
+    for (double& v : raw) v = dist(rng);
+
+    std::vector<double> f64(raw);
+    std::vector<double> f64_expected(count);
+    for (std::size_t i = 0; i < count; ++i) f64_expected[i] = raw[i] * factor;
+    scale(f64.data(), static_cast<int64_t>(count), DataType::kFloat64, factor);
+    INFO("factor " << factor);
+    CHECK(f64 == f64_expected);
+
+    std::vector<float> f32(count);
+    std::vector<float> f32_expected(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      f32[i] = static_cast<float>(raw[i]);
+      f32_expected[i] = f32[i] * static_cast<float>(factor);
+    }
+    scale(f32.data(), static_cast<int64_t>(count), DataType::kFloat32, factor);
+    CHECK(f32 == f32_expected);
+
+    struct Case {
+      DataType dtype;
+      SmallFloatFormat format;
+    };
+    for (const Case& c : {Case{DataType::kFloat16, testing::kBinary16},
+                          Case{DataType::kBFloat16, testing::kBFloat16Format}}) {
+      Bytes buf(count * 2);
+      std::vector<double> expected(count);
+      for (std::size_t i = 0; i < count; ++i) {
+        const uint16_t bits = testing::ref_encode(raw[i], c.format);
+        testing::store_as(buf, i, bits);
+        const float product = static_cast<float>(testing::ref_decode(bits, c.format)) * static_cast<float>(factor);
+        expected[i] = testing::ref_decode(testing::ref_encode(product, c.format), c.format);
+      }
+      scale(buf.data(), static_cast<int64_t>(count), c.dtype, factor);
+      INFO("dtype " << to_string(c.dtype));
+      CHECK(first_mismatch(buf, expected, c.dtype) == "");
+    }
+  }
+}
+
+TEST_CASE("scale: factor 1.0 and count 0 leave memory untouched", "[scale]") {
+  // A signalling NaN would come back quiet if it went through float32.
+  std::vector<uint16_t> halves{0x7C01, 0x7F81, 0x1234};
+  scale(halves.data(), 3, DataType::kFloat16, 1.0);
+  scale(halves.data(), 3, DataType::kBFloat16, 1.0);
+  CHECK(halves == std::vector<uint16_t>{0x7C01, 0x7F81, 0x1234});
+  for (DataType dtype : testing::kAllDataTypes) {
+    scale(nullptr, 0, dtype, 2.0);
+    divide(nullptr, 0, dtype, 3);
+  }
+}
+
+TEST_CASE("divide: integers truncate toward zero", "[divide]") {
+  CHECK(divided<int32_t>({7, -7, 6, -6, 1, -1, 0}, DataType::kInt32, 2) ==
+        std::vector<int32_t>{3, -3, 3, -3, 0, 0, 0});
+  CHECK(divided<int8_t>({-128, 127, -5}, DataType::kInt8, 3) == std::vector<int8_t>{-42, 42, -1});
+  CHECK(divided<int8_t>({-128, 127}, DataType::kInt8, 1000) == std::vector<int8_t>{0, 0});
+  CHECK(divided<uint8_t>({255, 3}, DataType::kUInt8, 4) == std::vector<uint8_t>{63, 0});
+  constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
+  constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+  CHECK(divided<int64_t>({kInt64Min, kInt64Max, -9}, DataType::kInt64, 2) ==
+        std::vector<int64_t>{kInt64Min / 2, kInt64Max / 2, -4});
+  CHECK(divided<int64_t>({kInt64Min, -7}, DataType::kInt64, 1) == std::vector<int64_t>{kInt64Min, -7});
+}
+
+TEST_CASE("divide: integer sweep against the reference", "[divide]") {
+  for (DataType dtype : kIntegerTypes) {
+    for (int64_t divisor : {2, 3, 7, 64, 100000}) {
+      std::mt19937_64 rng(11);
+      const std::vector<double> values = integer_inputs(dtype, 1023, rng);
+      std::vector<double> expected(values.size());
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        // |x| / d rounded down, with x's sign: truncation toward zero.
+        const double quotient = std::floor(std::fabs(values[i]) / static_cast<double>(divisor));
+        expected[i] = values[i] < 0 ? -quotient : quotient;
+      }
+      Bytes buf = testing::to_bytes(values, dtype);
+      divide(buf.data(), static_cast<int64_t>(values.size()), dtype, divisor);
+      INFO("dtype " << to_string(dtype) << ", divisor " << divisor);
+      CHECK(first_mismatch(buf, expected, dtype) == "");
+    }
+  }
+}
+
+TEST_CASE("divide: floating types multiply by the reciprocal", "[divide]") {
+  std::vector<double> f64{1.0, -7.0, 3.0, 0.5};
+  std::vector<double> f64_expected(f64.size());
+  for (std::size_t i = 0; i < f64.size(); ++i) f64_expected[i] = f64[i] * (1.0 / 3.0);
+  divide(f64.data(), static_cast<int64_t>(f64.size()), DataType::kFloat64, 3);
+  CHECK(f64 == f64_expected);
+
+  std::vector<float> f32{1.0f, -7.0f, 3.0f, 0.5f};
+  std::vector<float> f32_expected(f32.size());
+  for (std::size_t i = 0; i < f32.size(); ++i) f32_expected[i] = f32[i] * static_cast<float>(1.0 / 3.0);
+  divide(f32.data(), static_cast<int64_t>(f32.size()), DataType::kFloat32, 3);
+  CHECK(f32 == f32_expected);
+
+  // Averages that are exact in the 16-bit formats.
+  const std::vector<double> sums{8, -6, 3, 0};
+  const std::vector<double> averages{2, -1.5, 0.75, 0};
+  for (DataType dtype : {DataType::kFloat16, DataType::kBFloat16}) {
+    Bytes buf = testing::to_bytes(sums, dtype);
+    divide(buf.data(), static_cast<int64_t>(sums.size()), dtype, 4);
+    INFO("dtype " << to_string(dtype));
+    CHECK(first_mismatch(buf, averages, dtype) == "");
+  }
+}
+
+TEST_CASE("divide: a divisor below 1 is a caller bug and throws", "[divide]") {
+  int32_t x = 4;
+  CHECK_THROWS_AS(divide(&x, 1, DataType::kInt32, 0), detail::InternalError);
+  CHECK_THROWS_AS(divide(&x, 1, DataType::kFloat32, -2), detail::InternalError);
+  CHECK(x == 4);
+}
+
+}  // namespace herd::ops
