@@ -86,8 +86,8 @@ struct Neighbours {
 // is still arriving in the other slot, and then the freed slot takes the
 // receive of segment k + 2.
 Status reduce_scatter_step(void* buf, int64_t count, std::size_t element_size,
-                           const ops::ReduceFn& reduce, Transport& transport,
-                           int64_t segment_count, std::vector<unsigned char> (&slots)[kReceiveSlots],
+                           const ops::ReduceFn& reduce, Transport& transport, int64_t segment_count,
+                           std::vector<unsigned char> (&slots)[kReceiveSlots],
                            const Neighbours& ring, const Where& where) {
   const int p = transport.size();
   const Range send_chunk = chunk_range(count, p, wrap(where.rank - where.step, p));
@@ -105,9 +105,10 @@ Status reduce_scatter_step(void* buf, int64_t count, std::size_t element_size,
   std::unique_ptr<PendingTransfer> receives[kReceiveSlots];
   auto post_receive = [&](int64_t k) {
     const int slot = static_cast<int>(k % kReceiveSlots);
-    receives[slot] = transport.irecv(slots[slot].data(),
-                                     byte_size(recv_segments[k].count, element_size),
-                                     ring.left, kRingReduceScatterTag);
+    receives[slot] =
+        transport.irecv(slots[slot].data(),
+                        byte_size(recv_segments[static_cast<std::size_t>(k)].count, element_size),
+                        ring.left, kRingReduceScatterTag);
   };
   for (int64_t k = 0; k < std::min<int64_t>(kReceiveSlots, num_recv_segments); ++k) {
     post_receive(k);
@@ -117,7 +118,7 @@ Status reduce_scatter_step(void* buf, int64_t count, std::size_t element_size,
     Status status = finish(*receives[slot], where, "recv from", ring.left);
     receives[slot].reset();
     HERD_RETURN_IF_ERROR(status);
-    const Range& segment = recv_segments[k];
+    const Range& segment = recv_segments[static_cast<std::size_t>(k)];
     reduce(element_at(buf, segment.offset, element_size), slots[slot].data(), segment.count);
     if (k + kReceiveSlots < num_recv_segments) post_receive(k + kReceiveSlots);
   }
@@ -154,8 +155,8 @@ Status allgather_step(void* buf, int64_t count, std::size_t element_size, Transp
 
 AllreduceAlgorithm choose_allreduce_algorithm(std::size_t bytes, int ranks,
                                               const AllreduceOptions& options) {
-  const bool small = options.small_message_threshold_bytes > 0 &&
-                     bytes <= options.small_message_threshold_bytes;
+  const bool small =
+      options.small_message_threshold_bytes > 0 && bytes <= options.small_message_threshold_bytes;
   return small && ranks > 1 ? AllreduceAlgorithm::kRecursiveDoubling : AllreduceAlgorithm::kRing;
 }
 
@@ -166,8 +167,7 @@ Status allreduce(void* buf, int64_t count, std::size_t element_size, const ops::
   switch (choose_allreduce_algorithm(bytes, transport.size(), options)) {
     case AllreduceAlgorithm::kRecursiveDoubling:
       return recursive_doubling_allreduce(buf, count, element_size, reduce, transport);
-    case AllreduceAlgorithm::kRing:
-      break;
+    case AllreduceAlgorithm::kRing: break;
   }
   return ring_allreduce(buf, count, element_size, reduce, transport, options.segment_bytes);
 }

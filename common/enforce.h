@@ -22,18 +22,18 @@ class InternalError : public std::logic_error {
 
 }  // namespace herd::detail
 
-#define HERD_ENFORCE(cond)                                                             \
-  do {                                                                                 \
+#define HERD_ENFORCE(cond)                                                                         \
+  do {                                                                                             \
     if (!(cond)) ::herd::detail::throw_internal_error(__FILE__, __LINE__, "check failed: " #cond); \
   } while (0)
 
-#define HERD_ENFORCE_OP_(a, b, op)                                                        \
-  do {                                                                                    \
-    const auto& herd_a_ = (a);                                                            \
-    const auto& herd_b_ = (b);                                                            \
-    if (!(herd_a_ op herd_b_))                                                            \
-      ::herd::detail::throw_internal_error(                                               \
-          __FILE__, __LINE__,                                                             \
+#define HERD_ENFORCE_OP_(a, b, op)                                                          \
+  do {                                                                                      \
+    const auto& herd_a_ = (a);                                                              \
+    const auto& herd_b_ = (b);                                                              \
+    if (!(herd_a_ op herd_b_))                                                              \
+      ::herd::detail::throw_internal_error(                                                 \
+          __FILE__, __LINE__,                                                               \
           fmt::format("check failed: {} " #op " {} ({} vs {})", #a, #b, herd_a_, herd_b_)); \
   } while (0)
 

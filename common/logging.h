@@ -36,8 +36,8 @@ void write(LogLevel level, const std::string& message);
 }  // namespace herd
 
 // HERD_LOG(kInfo, "allreduce {} bytes", n): formats only when enabled.
-#define HERD_LOG(lvl, ...)                                                         \
-  do {                                                                             \
-    if (::herd::logging::enabled(::herd::LogLevel::lvl))                           \
-      ::herd::logging::write(::herd::LogLevel::lvl, fmt::format(__VA_ARGS__));     \
+#define HERD_LOG(lvl, ...)                                                     \
+  do {                                                                         \
+    if (::herd::logging::enabled(::herd::LogLevel::lvl))                       \
+      ::herd::logging::write(::herd::LogLevel::lvl, fmt::format(__VA_ARGS__)); \
   } while (0)

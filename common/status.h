@@ -38,8 +38,8 @@ class [[nodiscard]] Status {
 }  // namespace herd
 
 // Returns the Status of `expr` from the enclosing function if it failed.
-#define HERD_RETURN_IF_ERROR(expr)              \
-  do {                                          \
-    ::herd::Status herd_status_ = (expr);       \
+#define HERD_RETURN_IF_ERROR(expr)                  \
+  do {                                              \
+    ::herd::Status herd_status_ = (expr);           \
     if (!herd_status_.is_ok()) return herd_status_; \
   } while (0)

@@ -63,7 +63,8 @@ inline float float16_to_float_inline(uint16_t half) {
   const uint32_t normal = (magnitude << 13) + kRebias;
   // Subnormal (and zero): the value is magnitude * 2^-24, a normal float32.
   // Both the integer conversion and the power-of-two scaling are exact.
-  const uint32_t subnormal = float_bits(static_cast<float>(static_cast<int32_t>(magnitude)) * 0x1p-24f);
+  const uint32_t subnormal =
+      float_bits(static_cast<float>(static_cast<int32_t>(magnitude)) * 0x1p-24f);
   // Infinity keeps a zero mantissa; a NaN keeps its payload and is made
   // quiet, as IEEE-754 conversions do.
   const uint32_t special =
@@ -108,9 +109,10 @@ inline uint16_t float_to_float16_inline(float value) {
   // whose payload lives only in the dropped low bits does not become inf.
   const uint32_t nan = kHalfInfinity | kHalfQuietBit | ((wide >> 13) & 0x3ffu);
 
-  uint32_t result =
-      select_bits(mask_if(magnitude >= static_cast<int32_t>(kHalfMinNormalAsFloat)), normal, subnormal);
-  result = select_bits(mask_if(magnitude >= static_cast<int32_t>(kHalfOverflowAsFloat)), kHalfInfinity, result);
+  uint32_t result = select_bits(mask_if(magnitude >= static_cast<int32_t>(kHalfMinNormalAsFloat)),
+                                normal, subnormal);
+  result = select_bits(mask_if(magnitude >= static_cast<int32_t>(kHalfOverflowAsFloat)),
+                       kHalfInfinity, result);
   result = select_bits(mask_if(magnitude > static_cast<int32_t>(kFloatInfinity)), nan, result);
   return static_cast<uint16_t>(sign | result);
 }
@@ -130,7 +132,8 @@ inline uint16_t float_to_bfloat16_inline(float value) {
   const uint32_t lowest_kept = (bits >> 16) & 1u;
   const uint32_t rounded = (bits + 0x7fffu + lowest_kept) >> 16;
   const uint32_t nan = (bits >> 16) | kBFloatQuietBit;
-  return static_cast<uint16_t>(select_bits(mask_if((bits & 0x7fffffffu) > kFloatInfinity), nan, rounded));
+  return static_cast<uint16_t>(
+      select_bits(mask_if((bits & 0x7fffffffu) > kFloatInfinity), nan, rounded));
 }
 
 }  // namespace herd::ops::detail

@@ -67,7 +67,8 @@ struct BFloat16Format {
 };
 
 template <typename T>
-constexpr bool kIsHalfFormat = std::is_same_v<T, Float16Format> || std::is_same_v<T, BFloat16Format>;
+constexpr bool kIsHalfFormat =
+    std::is_same_v<T, Float16Format> || std::is_same_v<T, BFloat16Format>;
 
 // The type sums and products of T are computed in: the unsigned type of the
 // same width for integers (defined wraparound), T itself for floating point.
@@ -137,7 +138,8 @@ void reduce_half_array(uint16_t* dst, const uint16_t* src, int64_t count) {
 template <ReduceOp kOp, typename Element>
 void reduce_kernel(void* dst, const void* src, int64_t count) {
   if constexpr (kIsHalfFormat<Element>) {
-    reduce_half_array<kOp, Element>(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), count);
+    reduce_half_array<kOp, Element>(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src),
+                                    count);
   } else {
     reduce_array<kOp, Element>(static_cast<Element*>(dst), static_cast<const Element*>(src), count);
   }
@@ -243,15 +245,15 @@ void scale(void* buf, int64_t count, DataType dtype, double factor) {
     case DataType::kInt32: return scale_integer(static_cast<int32_t*>(buf), count, factor);
     case DataType::kInt64: return scale_integer(static_cast<int64_t*>(buf), count, factor);
     case DataType::kFloat16:
-      return scale_half<Float16Format>(static_cast<uint16_t*>(buf), count, static_cast<float>(factor));
+      return scale_half<Float16Format>(static_cast<uint16_t*>(buf), count,
+                                       static_cast<float>(factor));
     case DataType::kBFloat16:
-      return scale_half<BFloat16Format>(static_cast<uint16_t*>(buf), count, static_cast<float>(factor));
+      return scale_half<BFloat16Format>(static_cast<uint16_t*>(buf), count,
+                                        static_cast<float>(factor));
     case DataType::kFloat32:
       ArrayMap<float>(static_cast<float*>(buf), count) *= static_cast<float>(factor);
       return;
-    case DataType::kFloat64:
-      ArrayMap<double>(static_cast<double*>(buf), count) *= factor;
-      return;
+    case DataType::kFloat64: ArrayMap<double>(static_cast<double*>(buf), count) *= factor; return;
   }
   herd::detail::throw_internal_error(__FILE__, __LINE__, "unknown DataType " + to_string(dtype));
 }

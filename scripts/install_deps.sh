@@ -7,7 +7,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 packages=(
-  build-essential cmake ninja-build
+  build-essential cmake ninja-build clang-format
   libopenmpi-dev openmpi-bin
   libeigen3-dev libfmt-dev catch2 libcli11-dev nlohmann-json3-dev
 )

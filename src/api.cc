@@ -20,7 +20,8 @@ bool g_was_shut_down = false;
 
 [[noreturn]] void throw_not_running(const char* call) {
   throw Error(std::string("herd::") + call +
-              (g_was_shut_down ? ": herd has been shut down" : ": herd is not initialized; call herd::init() first"));
+              (g_was_shut_down ? ": herd has been shut down"
+                               : ": herd is not initialized; call herd::init() first"));
 }
 
 detail::Runtime& running(const char* call) {

@@ -67,7 +67,8 @@ Status BackgroundLoop::run_cycle(bool* stop) {
   CycleBits bits;
   bits.has_uncached = !uncached_.empty();
   bits.shutdown = shutdown_requested_.load();
-  for (const auto& slot_and_entry : cached_pending_) bits.ready_slots.push_back(slot_and_entry.first);
+  for (const auto& slot_and_entry : cached_pending_)
+    bits.ready_slots.push_back(slot_and_entry.first);
   bits.invalid_slots.swap(invalid_slots_);
   std::vector<uint64_t> words = encode_cycle_bits(bits, cache_.capacity());
   HERD_RETURN_IF_ERROR(control_.and_allreduce(&words));
@@ -117,9 +118,7 @@ void BackgroundLoop::classify(TensorEntry entry) {
       invalid_slots_.push_back(lookup.slot);
       uncached_.push_back(std::move(entry));
       return;
-    case ResponseCache::LookupState::kMiss:
-      uncached_.push_back(std::move(entry));
-      return;
+    case ResponseCache::LookupState::kMiss: uncached_.push_back(std::move(entry)); return;
   }
 }
 
@@ -161,7 +160,8 @@ Status BackgroundLoop::negotiate(std::vector<Agreed>* agreed) {
   }
   HERD_RETURN_IF_ERROR(control_.broadcast_from_root(&reply));
   ResponseList responses;
-  HERD_RETURN_IF_ERROR(decode(reply.data(), reply.size(), &responses).with_context("response list from rank 0: "));
+  HERD_RETURN_IF_ERROR(
+      decode(reply.data(), reply.size(), &responses).with_context("response list from rank 0: "));
 
   for (Response& response : responses.responses) {
     if (response.name.empty()) return Status::error(response.error_message);
@@ -186,8 +186,8 @@ Status BackgroundLoop::coordinate(const std::vector<std::vector<uint8_t>>& reque
                              .with_context(fmt::format("request list from rank {}: ", rank)));
     for (const Request& request : list.requests) {
       if (request.rank != rank) {
-        return Status::error(fmt::format("request for '{}' from rank {} claims rank {}", request.name,
-                                         rank, request.rank));
+        return Status::error(fmt::format("request for '{}' from rank {} claims rank {}",
+                                         request.name, rank, request.rank));
       }
       HERD_RETURN_IF_ERROR(coordinator_->add(request));
     }

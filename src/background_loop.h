@@ -78,7 +78,7 @@ class BackgroundLoop {
   std::map<uint32_t, TensorEntry> cached_pending_;  // cache slot -> entry awaiting that slot's bit
   std::vector<TensorEntry> uncached_;               // to send in the next negotiation
   std::unordered_map<std::string, TensorEntry> negotiating_;  // sent, awaiting a response
-  std::vector<uint32_t> invalid_slots_;             // for the next agreement
+  std::vector<uint32_t> invalid_slots_;                       // for the next agreement
 };
 
 }  // namespace herd::detail

@@ -24,7 +24,8 @@ ControlChannel::ControlChannel(MPI_Comm comm) : comm_(comm) {
 
 Status ControlChannel::and_allreduce(std::vector<uint64_t>* words) {
   if (words->size() > static_cast<std::size_t>(INT_MAX)) {
-    return Status::error(fmt::format("control allreduce of {} words exceeds MPI's int count", words->size()));
+    return Status::error(
+        fmt::format("control allreduce of {} words exceeds MPI's int count", words->size()));
   }
   return check_mpi(MPI_Allreduce(MPI_IN_PLACE, words->data(), static_cast<int>(words->size()),
                                  MPI_UINT64_T, MPI_BAND, comm_),
@@ -34,13 +35,14 @@ Status ControlChannel::and_allreduce(std::vector<uint64_t>* words) {
 Status ControlChannel::gather_to_root(const std::vector<uint8_t>& mine,
                                       std::vector<std::vector<uint8_t>>* per_rank) {
   if (mine.size() > static_cast<std::size_t>(INT_MAX)) {
-    return Status::error(
-        fmt::format("rank {}: request list of {} bytes exceeds MPI's int count", rank_, mine.size()));
+    return Status::error(fmt::format("rank {}: request list of {} bytes exceeds MPI's int count",
+                                     rank_, mine.size()));
   }
   const int my_bytes = static_cast<int>(mine.size());
   std::vector<int> counts(rank_ == 0 ? size_ : 0);
-  HERD_RETURN_IF_ERROR(check_mpi(
-      MPI_Gather(&my_bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, comm_), "MPI_Gather (request sizes)"));
+  HERD_RETURN_IF_ERROR(
+      check_mpi(MPI_Gather(&my_bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, comm_),
+                "MPI_Gather (request sizes)"));
 
   std::vector<int> displacements;
   std::vector<uint8_t> all;
@@ -51,18 +53,21 @@ Status ControlChannel::gather_to_root(const std::vector<uint8_t>& mine,
       displacements[r] = static_cast<int>(total);
       total += counts[r];
       if (total > INT_MAX) {
-        return Status::error(fmt::format("request lists of all ranks total {} bytes, over MPI's int count", total));
+        return Status::error(
+            fmt::format("request lists of all ranks total {} bytes, over MPI's int count", total));
       }
     }
     all.resize(static_cast<std::size_t>(total));
   }
-  HERD_RETURN_IF_ERROR(check_mpi(MPI_Gatherv(mine.data(), my_bytes, MPI_BYTE, all.data(), counts.data(),
-                                             displacements.data(), MPI_BYTE, 0, comm_),
-                                 "MPI_Gatherv (request lists)"));
+  HERD_RETURN_IF_ERROR(
+      check_mpi(MPI_Gatherv(mine.data(), my_bytes, MPI_BYTE, all.data(), counts.data(),
+                            displacements.data(), MPI_BYTE, 0, comm_),
+                "MPI_Gatherv (request lists)"));
   if (rank_ == 0) {
     per_rank->assign(size_, {});
     for (int r = 0; r < size_; ++r) {
-      (*per_rank)[r].assign(all.begin() + displacements[r], all.begin() + displacements[r] + counts[r]);
+      (*per_rank)[r].assign(all.begin() + displacements[r],
+                            all.begin() + displacements[r] + counts[r]);
     }
   }
   return Status::ok();

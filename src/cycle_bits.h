@@ -16,8 +16,8 @@
 namespace herd::detail {
 
 struct CycleBits {
-  bool has_uncached = false;  // this rank has requests for the coordinator
-  bool shutdown = false;      // this rank asked to shut down
+  bool has_uncached = false;            // this rank has requests for the coordinator
+  bool shutdown = false;                // this rank asked to shut down
   std::vector<uint32_t> ready_slots;    // cached names ready on this rank
   std::vector<uint32_t> invalid_slots;  // cached names this rank resubmitted with another signature
 };

@@ -6,7 +6,8 @@
 
 namespace herd::detail {
 
-FusionExecutor::FusionExecutor(collectives::Transport& transport, collectives::AllreduceOptions options)
+FusionExecutor::FusionExecutor(collectives::Transport& transport,
+                               collectives::AllreduceOptions options)
     : transport_(transport), options_(options) {}
 
 uint8_t* FusionExecutor::fusion_buffer(std::size_t bytes) {
@@ -44,9 +45,10 @@ Status FusionExecutor::allreduce(const Response& spec, const std::vector<TensorE
   ops::scale(buffer, total_count, spec.dtype, spec.prescale);
   const ReduceOp reduce_op = spec.op == ReduceOp::kAverage ? ReduceOp::kSum : spec.op;
   HERD_RETURN_IF_ERROR(collectives::allreduce(buffer, total_count, element_bytes,
-                                              ops::make_reduce_fn(spec.dtype, reduce_op), transport_,
-                                              options_));
-  if (spec.op == ReduceOp::kAverage) ops::divide(buffer, total_count, spec.dtype, transport_.size());
+                                              ops::make_reduce_fn(spec.dtype, reduce_op),
+                                              transport_, options_));
+  if (spec.op == ReduceOp::kAverage)
+    ops::divide(buffer, total_count, spec.dtype, transport_.size());
   ops::scale(buffer, total_count, spec.dtype, spec.postscale);
 
   if (entries.size() > 1) {

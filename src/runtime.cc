@@ -46,8 +46,9 @@ void check_settings_agree(const Config& config, int size) {
   int64_t mine[kCount];
   for (int i = 0; i < kCount; ++i) mine[i] = shared[i].value;
   std::vector<int64_t> all(static_cast<std::size_t>(kCount) * size);
-  check_mpi(MPI_Allgather(mine, kCount, MPI_INT64_T, all.data(), kCount, MPI_INT64_T, MPI_COMM_WORLD),
-            "MPI_Allgather (settings)");
+  check_mpi(
+      MPI_Allgather(mine, kCount, MPI_INT64_T, all.data(), kCount, MPI_INT64_T, MPI_COMM_WORLD),
+      "MPI_Allgather (settings)");
   std::vector<std::string> clauses;
   for (int i = 0; i < kCount; ++i) {
     bool equal = true;
@@ -56,10 +57,13 @@ void check_settings_agree(const Config& config, int size) {
       equal = equal && all[r * kCount + i] == all[i];
       values.push_back(fmt::format("rank {} {}", r, all[r * kCount + i]));
     }
-    if (!equal) clauses.push_back(fmt::format("{} differs across ranks: {}", shared[i].variable, fmt::join(values, ", ")));
+    if (!equal)
+      clauses.push_back(
+          fmt::format("{} differs across ranks: {}", shared[i].variable, fmt::join(values, ", ")));
   }
   if (!clauses.empty()) {
-    throw Error(fmt::format("herd::init: {}; every rank must use the same value", fmt::join(clauses, "; ")));
+    throw Error(fmt::format("herd::init: {}; every rank must use the same value",
+                            fmt::join(clauses, "; ")));
   }
 }
 
@@ -69,8 +73,9 @@ std::unique_ptr<Runtime> Runtime::start(const Config& config) {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) {
-    throw Error("herd::init: MPI has already been finalized (by herd::shutdown or the program); "
-                "herd cannot start again in this process");
+    throw Error(
+        "herd::init: MPI has already been finalized (by herd::shutdown or the program); "
+        "herd cannot start again in this process");
   }
   std::unique_ptr<Runtime> runtime(new Runtime());
   runtime->config_ = config;
@@ -116,7 +121,8 @@ std::unique_ptr<Runtime> Runtime::start(const Config& config) {
   runtime->loop_ = std::make_unique<BackgroundLoop>(config, runtime->queue_, *runtime->control_,
                                                     *runtime->transport_);
   runtime->thread_ = std::thread([loop = runtime->loop_.get()] { loop->run(); });
-  HERD_LOG(kInfo, "started: rank {} of {}, local rank {} of {}, fusion threshold {} bytes, cycle {} ms",
+  HERD_LOG(kInfo,
+           "started: rank {} of {}, local rank {} of {}, fusion threshold {} bytes, cycle {} ms",
            runtime->rank_, runtime->size_, runtime->local_rank_, runtime->local_size_,
            config.fusion_threshold_bytes, config.cycle_time_ms);
   return runtime;
@@ -164,8 +170,8 @@ Handle Runtime::allreduce_async(const std::string& name, const TensorView& input
   return handle;
 }
 
-Status validate_allreduce(const std::string& name, const TensorView& input, const TensorView& output,
-                          double prescale, double postscale) {
+Status validate_allreduce(const std::string& name, const TensorView& input,
+                          const TensorView& output, double prescale, double postscale) {
   const std::string what = fmt::format("allreduce '{}'", name);
   if (name.empty()) return Status::error("allreduce: the tensor name is empty");
   for (const TensorView* view : {&input, &output}) {
@@ -177,8 +183,8 @@ Status validate_allreduce(const std::string& name, const TensorView& input, cons
       }
     }
     if (view->data == nullptr && view->num_elements() > 0) {
-      return Status::error(fmt::format("{}: {} data is null but shape {} has {} elements", what, role,
-                                       shape_to_string(view->shape), view->num_elements()));
+      return Status::error(fmt::format("{}: {} data is null but shape {} has {} elements", what,
+                                       role, shape_to_string(view->shape), view->num_elements()));
     }
     if (view->device.type != DeviceType::kCPU) {
       return Status::error(fmt::format("{}: {} is on {}, but this build of herd has no GPU support",
@@ -190,19 +196,22 @@ Status validate_allreduce(const std::string& name, const TensorView& input, cons
                                      to_string(input.dtype), to_string(output.dtype)));
   }
   if (input.num_elements() != output.num_elements()) {
-    return Status::error(fmt::format("{}: input shape {} ({} elements) differs from output shape {} ({} elements)",
-                                     what, shape_to_string(input.shape), input.num_elements(),
-                                     shape_to_string(output.shape), output.num_elements()));
+    return Status::error(
+        fmt::format("{}: input shape {} ({} elements) differs from output shape {} ({} elements)",
+                    what, shape_to_string(input.shape), input.num_elements(),
+                    shape_to_string(output.shape), output.num_elements()));
   }
   if (input.data != output.data && input.num_bytes() > 0) {
     const auto* in = static_cast<const uint8_t*>(input.data);
     const auto* out = static_cast<const uint8_t*>(output.data);
     if (in < out + output.num_bytes() && out < in + input.num_bytes()) {
-      return Status::error(fmt::format("{}: input and output overlap without being the same buffer", what));
+      return Status::error(
+          fmt::format("{}: input and output overlap without being the same buffer", what));
     }
   }
   if (!std::isfinite(prescale) || !std::isfinite(postscale)) {
-    return Status::error(fmt::format("{}: prescale {} and postscale {} must be finite", what, prescale, postscale));
+    return Status::error(
+        fmt::format("{}: prescale {} and postscale {} must be finite", what, prescale, postscale));
   }
   return Status::ok();
 }

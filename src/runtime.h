@@ -72,6 +72,7 @@ class Runtime {
 // elements, input and output either the same buffer or disjoint, finite
 // scales, CPU memory. The message names the tensor and the values involved.
 [[nodiscard]] Status validate_allreduce(const std::string& name, const TensorView& input,
-                                        const TensorView& output, double prescale, double postscale);
+                                        const TensorView& output, double prescale,
+                                        double postscale);
 
 }  // namespace herd::detail

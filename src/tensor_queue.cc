@@ -7,7 +7,8 @@ namespace herd::detail {
 Status TensorQueue::push(TensorEntry entry) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (closed_) return Status::error(fmt::format("{}: {}", entry.handle->description(), close_reason_));
+    if (closed_)
+      return Status::error(fmt::format("{}: {}", entry.handle->description(), close_reason_));
     if (!pending_names_.insert(entry.request.name).second) {
       return Status::error(fmt::format(
           "{}: a request with this name is still pending on rank {}; wait for it before "

@@ -93,8 +93,7 @@ class InprocReceive final : public PendingTransfer {
     std::unique_lock<std::mutex> lock(state_->mutex);
     Mailbox& mailbox = state_->mailboxes[MailboxKey(src_, dst_, tag_)];
     const bool arrived = state_->arrived[static_cast<std::size_t>(dst_)].wait_for(
-        lock, state_->receive_timeout,
-        [&] { return mailbox.messages.count(ticket_) != 0; });
+        lock, state_->receive_timeout, [&] { return mailbox.messages.count(ticket_) != 0; });
     if (!arrived) {
       return Status::error(fmt::format(
           "inproc receive timed out after {} ms waiting for a message from rank {} to rank {} "

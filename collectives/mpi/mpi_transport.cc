@@ -1,16 +1,33 @@
 // MPI point-to-point transport; see mpi_transport.h.
 //
-// Used by one thread at a time (the runtime's background thread). A transfer
-// of `bytes` bytes goes as pieces of at most max_message_bytes, each its own
-// MPI_Isend / MPI_Irecv of MPI_BYTE with the same peer and tag; MPI keeps
-// messages of one (source, tag, communicator) in order, so piece i of a send
-// matches piece i of the receive. A zero-byte transfer is one empty piece, so
-// that it is still delivered. Every MPI return code is checked and turned
-// into a Status naming the call.
+// Used by one thread at a time (the runtime's background thread).
+//
+// Pieces: a transfer of `bytes` bytes goes as num_pieces MPI messages of
+// MPI_BYTE with one peer and tag; piece i covers bytes [i * max_message_bytes,
+// min(bytes, (i + 1) * max_message_bytes)), and a zero-byte transfer is one
+// empty piece so that it is still delivered. MPI keeps the messages of one
+// (source, tag, communicator) in order, so piece i of a send matches piece i
+// of the receive.
+//
+// Streams: the sends of one (peer, tag) form a stream, a FIFO of pieces in
+// posting order. At most kMaxSendPiecesInFlight of a stream's pieces are
+// posted and not yet completed; the next ones are posted as the oldest
+// complete. Receives post all their pieces at once (Open MPI handles many
+// posted receives well, many posted sends badly).
+//
+// Progress: wait() never blocks inside MPI. It polls: every stream's oldest
+// in-flight piece with MPI_Test, refilling the streams, and then its own
+// oldest piece, yielding the CPU when nothing moved. So while any transfer is
+// waited on, every queued send keeps being posted.
+//
+// Every MPI return code is checked and turned into a Status naming the call.
 #include "collectives/mpi/mpi_transport.h"
 
 #include <algorithm>
+#include <deque>
+#include <map>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -19,47 +36,92 @@
 #include "common/enforce.h"
 
 namespace herd::collectives {
-
-namespace {
+namespace detail {
 
 enum class Direction {
   kSend,
   kReceive,
 };
 
-// The pieces of one send or receive. wait() completes them all with
-// MPI_Waitall and, for a receive, checks that every piece got exactly the
-// bytes it was posted for.
+// One send or receive. Pieces [0, completed_) are done, [completed_,
+// posted_) are posted, [posted_, planned_) wait to be posted. The first
+// failure is kept in status_ and ends the transfer: nothing more is posted
+// (planned_ becomes posted_), and a receive cancels its posted pieces.
 class MpiTransfer final : public PendingTransfer {
  public:
-  MpiTransfer(Direction direction, std::size_t bytes, int rank, int peer, int tag)
-      : direction_(direction), bytes_(bytes), rank_(rank), peer_(peer), tag_(tag) {}
+  MpiTransfer(Direction direction, unsigned char* data, std::size_t bytes,
+              std::size_t max_piece_bytes, MPI_Comm comm, int rank, int peer, int tag,
+              MpiSendQueues& send_queues)
+      : direction_(direction),
+        data_(data),
+        bytes_(bytes),
+        max_piece_bytes_(max_piece_bytes),
+        comm_(comm),
+        rank_(rank),
+        peer_(peer),
+        tag_(tag),
+        send_queues_(send_queues),
+        num_pieces_(bytes == 0 ? 1
+                               : static_cast<int64_t>(bytes / max_piece_bytes +
+                                                      (bytes % max_piece_bytes != 0 ? 1 : 0))),
+        planned_(num_pieces_),
+        requests_(static_cast<std::size_t>(num_pieces_), MPI_REQUEST_NULL) {}
 
   ~MpiTransfer() override {
     if (!waited_) (void)wait();
   }
 
-  // Records a posted piece of `piece_bytes` bytes.
-  void add_piece(MPI_Request request, std::size_t piece_bytes) {
-    requests_.push_back(request);
-    piece_bytes_.push_back(piece_bytes);
+  Status wait() override;
+
+  int peer() const { return peer_; }
+  int tag() const { return tag_; }
+  bool finished() const { return completed_ == planned_; }
+  bool has_unposted_piece() const { return posted_ < planned_; }
+  bool has_piece_in_flight() const { return completed_ < posted_; }
+  bool in_send_queue = false;  // set and cleared by MpiSendQueues
+
+  // Posts piece posted_ (there must be one); false if MPI refused it.
+  bool post_next_piece() {
+    const std::size_t offset = static_cast<std::size_t>(posted_) * max_piece_bytes_;
+    const int count = static_cast<int>(piece_bytes(posted_));
+    MPI_Request* request = &requests_[static_cast<std::size_t>(posted_)];
+    const int code = direction_ == Direction::kSend
+                         ? MPI_Isend(data_ + offset, count, MPI_BYTE, peer_, tag_, comm_, request)
+                         : MPI_Irecv(data_ + offset, count, MPI_BYTE, peer_, tag_, comm_, request);
+    if (code != MPI_SUCCESS) {
+      fail(describe() +
+           mpi_error_string(direction_ == Direction::kSend ? "MPI_Isend" : "MPI_Irecv", code));
+      return false;
+    }
+    ++posted_;
+    return true;
   }
 
-  // Records a failure to post a piece; wait() still completes the pieces
-  // posted before it, then returns this failure.
-  void fail_to_post(const char* call, int code) {
-    post_status_ = Status::error(describe() + mpi_error_string(call, code));
-  }
-
-  Status wait() override {
-    if (waited_) return status_;
-    waited_ = true;
-    status_ = complete();
-    if (status_.is_ok()) status_ = post_status_;
-    return status_;
+  // Tests piece completed_ (which must be in flight); true if it is no longer
+  // in flight, done or failed.
+  bool complete_next_piece() {
+    const int64_t piece = completed_;
+    int done = 0;
+    MPI_Status status;
+    const int code = MPI_Test(&requests_[static_cast<std::size_t>(piece)], &done, &status);
+    if (code != MPI_SUCCESS) {
+      ++completed_;
+      fail(describe() + fmt::format("piece {} of {}: ", piece, num_pieces_) +
+           mpi_error_string("MPI_Test", code));
+      return true;
+    }
+    if (!done) return false;
+    ++completed_;
+    if (direction_ == Direction::kReceive) check_received(piece, status);
+    return true;
   }
 
  private:
+  std::size_t piece_bytes(int64_t piece) const {
+    const std::size_t offset = static_cast<std::size_t>(piece) * max_piece_bytes_;
+    return std::min(max_piece_bytes_, bytes_ - offset);
+  }
+
   // "MPI recv of 12 bytes from rank 1 to rank 0 with tag 5: "
   std::string describe() const {
     return direction_ == Direction::kSend
@@ -69,96 +131,167 @@ class MpiTransfer final : public PendingTransfer {
                              peer_, rank_, tag_);
   }
 
-  Status complete() {
-    if (requests_.empty()) return Status::ok();
-    HERD_ENFORCE_LE(requests_.size(), static_cast<std::size_t>(INT_MAX));
-    const int num_pieces = static_cast<int>(requests_.size());
-    std::vector<MPI_Status> statuses(requests_.size());
-    const int code = MPI_Waitall(num_pieces, requests_.data(), statuses.data());
-    if (code == MPI_ERR_IN_STATUS) {
-      for (int i = 0; i < num_pieces; ++i) {
-        const int piece_code = statuses[static_cast<std::size_t>(i)].MPI_ERROR;
-        if (piece_code != MPI_SUCCESS && piece_code != MPI_ERR_PENDING) {
-          return Status::error(describe() +
-                               fmt::format("piece {} of {} ({} bytes): ", i, num_pieces,
-                                           piece_bytes_[static_cast<std::size_t>(i)]) +
-                               mpi_error_string("MPI_Waitall", piece_code));
-        }
-      }
-    }
-    if (code != MPI_SUCCESS) {
-      return Status::error(describe() + mpi_error_string("MPI_Waitall", code));
-    }
-    if (direction_ == Direction::kReceive) return check_received(statuses);
-    return Status::ok();
-  }
-
   // A sender's message of another length shows up as a piece whose received
   // count differs from the count it was posted for.
-  Status check_received(std::vector<MPI_Status>& statuses) const {
-    for (std::size_t i = 0; i < statuses.size(); ++i) {
-      int received = 0;
-      const int code = MPI_Get_count(&statuses[i], MPI_BYTE, &received);
-      if (code != MPI_SUCCESS) {
-        return Status::error(describe() + mpi_error_string("MPI_Get_count", code));
-      }
-      if (received == MPI_UNDEFINED || static_cast<std::size_t>(received) != piece_bytes_[i]) {
-        return Status::error(describe() +
-                             fmt::format("expected {} bytes but piece {} of {} got {} bytes "
-                                         "instead of {} (a message of another length)",
-                                         bytes_, i, statuses.size(), received, piece_bytes_[i]));
-      }
+  void check_received(int64_t piece, MPI_Status& status) {
+    int received = 0;
+    const int code = MPI_Get_count(&status, MPI_BYTE, &received);
+    if (code != MPI_SUCCESS) {
+      fail(describe() + mpi_error_string("MPI_Get_count", code));
+      return;
     }
-    return Status::ok();
+    const std::size_t expected = piece_bytes(piece);
+    if (received != MPI_UNDEFINED && static_cast<std::size_t>(received) == expected) return;
+    if (num_pieces_ == 1) {
+      fail(describe() +
+           fmt::format("expected {} bytes, got a message of {} bytes", bytes_, received));
+    } else {
+      fail(describe() + fmt::format("piece {} of {} expected {} bytes, got a message of {} bytes",
+                                    piece, num_pieces_, expected, received));
+    }
+  }
+
+  void fail(std::string message) {
+    if (status_.is_ok()) status_ = Status::error(std::move(message));
+    planned_ = posted_;
+    if (direction_ == Direction::kReceive) cancel_posted_pieces();
+  }
+
+  // Cancelled receives complete at once, so waiting for them cannot hang.
+  void cancel_posted_pieces() {
+    for (int64_t piece = completed_; piece < posted_; ++piece) {
+      MPI_Request& request = requests_[static_cast<std::size_t>(piece)];
+      if (MPI_Cancel(&request) == MPI_SUCCESS) (void)MPI_Wait(&request, MPI_STATUS_IGNORE);
+    }
+    completed_ = posted_;
   }
 
   const Direction direction_;
+  unsigned char* const data_;
   const std::size_t bytes_;
+  const std::size_t max_piece_bytes_;
+  const MPI_Comm comm_;
   const int rank_;
   const int peer_;
   const int tag_;
-  std::vector<MPI_Request> requests_;
-  std::vector<std::size_t> piece_bytes_;  // by piece, as posted
-  Status post_status_;
+  MpiSendQueues& send_queues_;
+  const int64_t num_pieces_;
+  int64_t planned_;
+  int64_t posted_ = 0;
+  int64_t completed_ = 0;
+  std::vector<MPI_Request> requests_;  // by piece
   bool waited_ = false;
   Status status_;
 };
 
-// Posts `bytes` bytes as pieces of at most max_message_bytes, front to back,
-// and at least one (an empty one for zero bytes): post(offset, piece_bytes,
-// &request) is MPI_Isend or MPI_Irecv of one piece. Stops at the first
-// failure to post, which the transfer's wait() returns.
-template <typename Post>
-std::unique_ptr<PendingTransfer> post_pieces(std::unique_ptr<MpiTransfer> transfer,
-                                             std::size_t bytes, std::size_t max_message_bytes,
-                                             const char* call, const Post& post) {
-  std::size_t offset = 0;
-  do {
-    const std::size_t piece_bytes = std::min(max_message_bytes, bytes - offset);
-    MPI_Request request = MPI_REQUEST_NULL;
-    const int code = post(offset, static_cast<int>(piece_bytes), &request);
-    if (code != MPI_SUCCESS) {
-      transfer->fail_to_post(call, code);
-      break;
+// The send streams of one MpiTransport, keyed by (peer, tag).
+class MpiSendQueues {
+ public:
+  // Appends `send` to its stream and posts what the stream's window allows.
+  void add(MpiTransfer* send) {
+    Stream& stream = streams_[{send->peer(), send->tag()}];
+    send->in_send_queue = true;
+    stream.sends.push_back(send);
+    fill(stream);
+  }
+
+  // Drops a finished send still in its stream (one that failed before its
+  // turn came); a no-op when progress() already dropped it.
+  void remove(MpiTransfer* send) {
+    if (!send->in_send_queue) return;
+    Stream& stream = streams_[{send->peer(), send->tag()}];
+    auto it = std::find(stream.sends.begin(), stream.sends.end(), send);
+    HERD_ENFORCE(it != stream.sends.end());
+    const auto index = static_cast<std::size_t>(it - stream.sends.begin());
+    stream.sends.erase(it);
+    if (index < stream.next_to_post) --stream.next_to_post;
+    send->in_send_queue = false;
+  }
+
+  // Completes the oldest in-flight pieces of every stream, drops finished
+  // sends and refills the windows. True if anything moved.
+  bool progress() {
+    bool moved = false;
+    for (auto& entry : streams_) {
+      Stream& stream = entry.second;
+      while (!stream.sends.empty()) {
+        MpiTransfer* oldest = stream.sends.front();
+        if (oldest->finished()) {
+          oldest->in_send_queue = false;
+          stream.sends.pop_front();
+          if (stream.next_to_post > 0) --stream.next_to_post;
+          moved = true;
+          continue;
+        }
+        if (!oldest->has_piece_in_flight() || !oldest->complete_next_piece()) break;
+        --stream.in_flight;
+        moved = true;
+      }
+      moved = fill(stream) || moved;
     }
-    transfer->add_piece(request, piece_bytes);
-    offset += piece_bytes;
-  } while (offset < bytes);
-  return transfer;
+    return moved;
+  }
+
+ private:
+  // A FIFO of pieces: sends[0..next_to_post) have all their pieces posted,
+  // and in_flight of those pieces have not completed.
+  struct Stream {
+    std::deque<MpiTransfer*> sends;
+    std::size_t next_to_post = 0;
+    int64_t in_flight = 0;
+  };
+
+  // Posts pieces in order while the window has room. True if any was posted.
+  bool fill(Stream& stream) {
+    bool posted = false;
+    while (stream.in_flight < kMaxSendPiecesInFlight && stream.next_to_post < stream.sends.size()) {
+      MpiTransfer* send = stream.sends[stream.next_to_post];
+      if (!send->has_unposted_piece()) {
+        ++stream.next_to_post;
+        continue;
+      }
+      if (send->post_next_piece()) ++stream.in_flight;
+      posted = true;
+    }
+    return posted;
+  }
+
+  std::map<std::pair<int, int>, Stream> streams_;
+};
+
+// Polls until every piece is done (see Progress at the top of the file).
+Status MpiTransfer::wait() {
+  if (waited_) return status_;
+  waited_ = true;
+  while (!finished()) {
+    bool moved = send_queues_.progress();
+    if (direction_ == Direction::kReceive) {
+      while (has_piece_in_flight() && complete_next_piece()) moved = true;
+    }
+    if (!moved && !finished()) std::this_thread::yield();
+  }
+  send_queues_.remove(this);
+  return status_;
 }
+
+}  // namespace detail
+
+namespace {
 
 // Setup calls on the caller's communicator: a failure there is the caller's
 // bug (an invalid communicator), not a transfer error.
 void check_setup(const char* call, int code) {
   if (code != MPI_SUCCESS) {
-    detail::throw_internal_error(__FILE__, __LINE__, mpi_error_string(call, code));
+    ::herd::detail::throw_internal_error(__FILE__, __LINE__, mpi_error_string(call, code));
   }
 }
 
 }  // namespace
 
 MpiTransport::MpiTransport(MPI_Comm comm, std::size_t max_message_bytes)
-    : comm_(comm), max_message_bytes_(max_message_bytes) {
+    : comm_(comm),
+      max_message_bytes_(max_message_bytes),
+      send_queues_(std::make_unique<detail::MpiSendQueues>()) {
   HERD_ENFORCE_GE(max_message_bytes_, std::size_t{1});
   HERD_ENFORCE_LE(max_message_bytes_, kMaxMpiMessageBytes);
   check_setup("MPI_Comm_set_errhandler", MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
@@ -166,24 +299,28 @@ MpiTransport::MpiTransport(MPI_Comm comm, std::size_t max_message_bytes)
   check_setup("MPI_Comm_size", MPI_Comm_size(comm_, &size_));
 }
 
+MpiTransport::~MpiTransport() = default;
+
 std::unique_ptr<PendingTransfer> MpiTransport::isend(const void* data, std::size_t bytes, int peer,
                                                      int tag) {
-  const auto* first = static_cast<const unsigned char*>(data);
-  return post_pieces(
-      std::make_unique<MpiTransfer>(Direction::kSend, bytes, rank_, peer, tag), bytes,
-      max_message_bytes_, "MPI_Isend", [&](std::size_t offset, int piece_bytes, MPI_Request* request) {
-        return MPI_Isend(first + offset, piece_bytes, MPI_BYTE, peer, tag, comm_, request);
-      });
+  // MPI_Isend only reads the buffer; the transfer keeps one pointer type.
+  auto* first = static_cast<unsigned char*>(const_cast<void*>(data));
+  auto send = std::make_unique<detail::MpiTransfer>(detail::Direction::kSend, first, bytes,
+                                                    max_message_bytes_, comm_, rank_, peer, tag,
+                                                    *send_queues_);
+  send_queues_->add(send.get());
+  return send;
 }
 
 std::unique_ptr<PendingTransfer> MpiTransport::irecv(void* data, std::size_t bytes, int peer,
                                                      int tag) {
-  auto* first = static_cast<unsigned char*>(data);
-  return post_pieces(
-      std::make_unique<MpiTransfer>(Direction::kReceive, bytes, rank_, peer, tag), bytes,
-      max_message_bytes_, "MPI_Irecv", [&](std::size_t offset, int piece_bytes, MPI_Request* request) {
-        return MPI_Irecv(first + offset, piece_bytes, MPI_BYTE, peer, tag, comm_, request);
-      });
+  auto receive = std::make_unique<detail::MpiTransfer>(
+      detail::Direction::kReceive, static_cast<unsigned char*>(data), bytes, max_message_bytes_,
+      comm_, rank_, peer, tag, *send_queues_);
+  while (receive->has_unposted_piece()) {
+    if (!receive->post_next_piece()) break;
+  }
+  return receive;
 }
 
 std::string mpi_error_string(const char* call, int code) {

@@ -42,9 +42,7 @@ struct Device {
 
   static Device cpu() { return Device{}; }
   static Device gpu(int index) { return Device{DeviceType::kGPU, index}; }
-  bool operator==(const Device& other) const {
-    return type == other.type && index == other.index;
-  }
+  bool operator==(const Device& other) const { return type == other.type && index == other.index; }
   bool operator!=(const Device& other) const { return !(*this == other); }
 };
 
@@ -69,7 +67,9 @@ struct TensorView {
 
   // Product of the shape's extents; 1 for a scalar (empty shape).
   int64_t num_elements() const;
-  std::size_t num_bytes() const { return static_cast<std::size_t>(num_elements()) * element_size(dtype); }
+  std::size_t num_bytes() const {
+    return static_cast<std::size_t>(num_elements()) * element_size(dtype);
+  }
 };
 
 }  // namespace herd

@@ -60,7 +60,8 @@ int Recorder::finish() {
   if (initialized && !finalized) {
     MPI_Allreduce(local, total, 2, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
   }
-  std::printf("%s rank %d: %lld passed, %lld failed\n", program_.c_str(), rank_, local[0], local[1]);
+  std::printf("%s rank %d: %lld passed, %lld failed\n", program_.c_str(), rank_, local[0],
+              local[1]);
   if (total[1] != local[1]) {
     std::printf("%s rank %d: %lld failed on other ranks\n", program_.c_str(), rank_,
                 total[1] - local[1]);
@@ -73,9 +74,8 @@ int Recorder::finish() {
 
 void CaseCheck::mismatch(int64_t index, const std::string& expected, const std::string& actual) {
   if (mismatches_++ < kMaxPrinted) {
-    recorder_.print_line("rank " + std::to_string(recorder_.rank()) + " case " + name_ +
-                         " index " + std::to_string(index) + ": expected " + expected +
-                         ", actual " + actual);
+    recorder_.print_line("rank " + std::to_string(recorder_.rank()) + " case " + name_ + " index " +
+                         std::to_string(index) + ": expected " + expected + ", actual " + actual);
   }
 }
 
@@ -264,7 +264,8 @@ T get(const void* data, int64_t index) {
 
 uint16_t encode_float16(double value) {
   uint16_t bits = 0;
-  if (!encode_exact(kFloat16, value, &bits)) test_bug("float16 cannot hold " + double_string(value));
+  if (!encode_exact(kFloat16, value, &bits))
+    test_bug("float16 cannot hold " + double_string(value));
   return bits;
 }
 
@@ -341,9 +342,18 @@ double ulp(DataType dtype, double value) {
   int mantissa_bits = 52;
   int min_exponent = -1022;
   switch (dtype) {
-    case DataType::kFloat16: mantissa_bits = 10; min_exponent = -14; break;
-    case DataType::kBFloat16: mantissa_bits = 7; min_exponent = -126; break;
-    case DataType::kFloat32: mantissa_bits = 23; min_exponent = -126; break;
+    case DataType::kFloat16:
+      mantissa_bits = 10;
+      min_exponent = -14;
+      break;
+    case DataType::kBFloat16:
+      mantissa_bits = 7;
+      min_exponent = -126;
+      break;
+    case DataType::kFloat32:
+      mantissa_bits = 23;
+      min_exponent = -126;
+      break;
     default: break;
   }
   int exponent = value == 0 ? min_exponent : std::max(std::ilogb(value), min_exponent);

@@ -33,8 +33,8 @@ using herd::DataType;
 using herd::ReduceOp;
 using namespace herd_test;
 
-constexpr DataType kDtypes[] = {DataType::kUInt8,   DataType::kInt8,     DataType::kInt32,
-                                DataType::kInt64,   DataType::kFloat16,  DataType::kBFloat16,
+constexpr DataType kDtypes[] = {DataType::kUInt8,   DataType::kInt8,    DataType::kInt32,
+                                DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16,
                                 DataType::kFloat32, DataType::kFloat64};
 constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
                              ReduceOp::kProduct};
@@ -148,7 +148,8 @@ int64_t expected_int(const Spec& s, const Range& range, int size, int64_t index)
 double expected_float(const Spec& s, const Range& range, int size, int64_t index) {
   double acc = 0;
   for (int r = 0; r < size; ++r) {
-    const double v = static_cast<double>(input_k(s, range, r, size, index)) * range.step * s.prescale;
+    const double v =
+        static_cast<double>(input_k(s, range, r, size, index)) * range.step * s.prescale;
     acc = r == 0 ? v : combine(s.op, acc, v);
   }
   if (s.op == ReduceOp::kAverage) acc /= size;
@@ -182,7 +183,8 @@ struct Tensor {
 
 void fill(Tensor& t, int rank, int size) {
   const Spec& s = t.spec;
-  const std::size_t words = (static_cast<std::size_t>(s.count()) * dtype_bytes(s.dtype) + 7) / 8 + 1;
+  const std::size_t words =
+      (static_cast<std::size_t>(s.count()) * dtype_bytes(s.dtype) + 7) / 8 + 1;
   t.input.assign(words, 0);
   if (!s.in_place) t.output.assign(words, 0xdedededededededeULL);  // garbage to overwrite
   const Range range = input_range(s, size);
@@ -246,8 +248,8 @@ void run_batch(const std::vector<Spec>& specs, std::mt19937& rng, const std::str
     const herd::TensorView in{t.in(), t.spec.dtype, t.spec.shape};
     const herd::TensorView out{t.out(), t.spec.dtype, t.spec.shape};
     try {
-      t.handle = herd::allreduce_async(t.spec.name, in, out, t.spec.op, t.spec.prescale,
-                                       t.spec.postscale);
+      t.handle =
+          herd::allreduce_async(t.spec.name, in, out, t.spec.op, t.spec.prescale, t.spec.postscale);
     } catch (const herd::Error& e) {
       t.error = std::string("allreduce_async threw: ") + e.what();
     }

@@ -71,7 +71,8 @@ std::string mismatch_message(const std::string& name, const std::vector<Signatur
 
 // Submits this rank's signature of `name`; every rank's wait must throw the
 // message mismatch_message builds.
-void expect_mismatch(const Job& job, const std::string& name, const std::vector<Signature>& by_rank) {
+void expect_mismatch(const Job& job, const std::string& name,
+                     const std::vector<Signature>& by_rank) {
   Recorder& rec = job.rec;
   const std::string case_name = "mismatch " + name;
   const std::string expected = mismatch_message(name, by_rank);
@@ -129,8 +130,14 @@ void test_mismatches(const Job& job) {
     Vary vary;
   };
   const Case kCases[] = {
-      {"grad/fc1", [](int r, int n, Signature* s) { s->shape = {4, 3 - (r % 2)}; }},
-      {"mismatch/dtype", [](int r, int n, Signature* s) { s->dtype = r % 2 ? DataType::kInt32 : DataType::kFloat32; }},
+      {"grad/fc1",
+       [](int r, int n, Signature* s) {
+         s->shape = {4, 3 - (r % 2)};
+       }},
+      {"mismatch/dtype",
+       [](int r, int n, Signature* s) {
+         s->dtype = r % 2 ? DataType::kInt32 : DataType::kFloat32;
+       }},
       {"mismatch/op", [](int r, int n, Signature* s) { s->op = static_cast<ReduceOp>(r % 5); }},
       {"mismatch/prescale", [](int r, int n, Signature* s) { s->prescale = 1.0 + 0.5 * r; }},
       {"mismatch/postscale", [](int r, int n, Signature* s) { s->postscale = r % 2 ? 0.25 : 1.0; }},
@@ -140,7 +147,9 @@ void test_mismatches(const Job& job) {
          s->shape = {4, 3 + (r % 2)};
        }},
       {"mismatch/last_rank_only",
-       [](int r, int n, Signature* s) { s->shape = {4, r == n - 1 ? 1 : 3}; }},
+       [](int r, int n, Signature* s) {
+         s->shape = {4, r == n - 1 ? 1 : 3};
+       }},
   };
   for (const Case& c : kCases) {
     expect_mismatch(job, c.name, signatures(job, c.vary));
@@ -150,8 +159,12 @@ void test_mismatches(const Job& job) {
   // Names the response cache already holds: a hit on some ranks and a new
   // signature on others must still fail everywhere, then work again.
   const Case kCached[] = {
-      {"cached/odd_ranks_differ", [](int r, int n, Signature* s) { s->shape = {4, 3 - (r % 2)}; }},
-      {"cached/rank0_differs", [](int r, int n, Signature* s) { s->op = r == 0 ? ReduceOp::kMax : ReduceOp::kSum; }},
+      {"cached/odd_ranks_differ",
+       [](int r, int n, Signature* s) {
+         s->shape = {4, 3 - (r % 2)};
+       }},
+      {"cached/rank0_differs",
+       [](int r, int n, Signature* s) { s->op = r == 0 ? ReduceOp::kMax : ReduceOp::kSum; }},
   };
   for (const Case& c : kCached) {
     expect_ok(job, c.name, "before cached mismatch, 1st");
@@ -182,7 +195,8 @@ void test_duplicate(const Job& job, int late) {
   if (job.size == 1 || job.rank != late) {
     submit_first();
     const bool pending = first.valid() && !herd::poll(first);
-    if (job.size > 1) rec.check(pending, case_name, "first submission not pending before all ranks sent it");
+    if (job.size > 1)
+      rec.check(pending, case_name, "first submission not pending before all ranks sent it");
     std::vector<float> other(12, 1.0f);
     const herd::TensorView other_view{other.data(), DataType::kFloat32, {4, 3}};
     try {
@@ -227,11 +241,17 @@ void test_malformed(const Job& job) {
   };
   const Bad kBad[] = {
       {"dtypes differ", {a.data(), DataType::kFloat32, {4}}, {ints.data(), DataType::kInt32, {4}}},
-      {"element counts differ", {a.data(), DataType::kFloat32, {4}}, {b.data(), DataType::kFloat32, {5}}},
+      {"element counts differ",
+       {a.data(), DataType::kFloat32, {4}},
+       {b.data(), DataType::kFloat32, {5}}},
       {"null input", {nullptr, DataType::kFloat32, {3}}, {b.data(), DataType::kFloat32, {3}}},
       {"null output", {a.data(), DataType::kFloat32, {3}}, {nullptr, DataType::kFloat32, {3}}},
-      {"negative extent", {a.data(), DataType::kFloat32, {2, -3}}, {a.data(), DataType::kFloat32, {2, -3}}},
-      {"negative extent, other zero", {a.data(), DataType::kFloat32, {0, -1}}, {a.data(), DataType::kFloat32, {0, -1}}},
+      {"negative extent",
+       {a.data(), DataType::kFloat32, {2, -3}},
+       {a.data(), DataType::kFloat32, {2, -3}}},
+      {"negative extent, other zero",
+       {a.data(), DataType::kFloat32, {0, -1}},
+       {a.data(), DataType::kFloat32, {0, -1}}},
   };
   for (const Bad& bad : kBad) {
     const std::string case_name = std::string("malformed (") + bad.what + ")";

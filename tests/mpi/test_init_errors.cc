@@ -56,9 +56,9 @@ bool expect_bad_setting(Recorder& rec, const char* variable, const char* value) 
   } catch (const herd::Error& e) {
     threw = true;
     const std::string message = e.what();
-    rec.check(message.find(variable) != std::string::npos &&
-                  message.find(value) != std::string::npos,
-              case_name, "message does not name the variable and value: \"" + message + "\"");
+    rec.check(
+        message.find(variable) != std::string::npos && message.find(value) != std::string::npos,
+        case_name, "message does not name the variable and value: \"" + message + "\"");
   } catch (const std::exception& e) {
     rec.fail(case_name, std::string("threw a non-herd::Error: ") + e.what());
   }
@@ -77,15 +77,17 @@ void expect_allreduce_works(Recorder& rec) {
   const int64_t n = static_cast<int64_t>(input.size());
   CaseCheck c(rec, "allreduce after good init");
   try {
-    herd::allreduce("ok", {in.data(), DataType::kInt32, {n}}, {output.data(), DataType::kInt32, {n}},
-                    ReduceOp::kSum, 0.5, 1.0);
+    herd::allreduce("ok", {in.data(), DataType::kInt32, {n}},
+                    {output.data(), DataType::kInt32, {n}}, ReduceOp::kSum, 0.5, 1.0);
   } catch (const herd::Error& e) {
     c.fail(std::string("threw: ") + e.what());
     return;
   }
   for (int64_t i = 0; i < n; ++i) {
-    if (output[i] != expected[i]) c.mismatch(i, std::to_string(expected[i]), std::to_string(output[i]));
-    if (in[i] != input[i]) c.mismatch(i, "input " + std::to_string(input[i]), "input " + std::to_string(in[i]));
+    if (output[i] != expected[i])
+      c.mismatch(i, std::to_string(expected[i]), std::to_string(output[i]));
+    if (in[i] != input[i])
+      c.mismatch(i, "input " + std::to_string(input[i]), "input " + std::to_string(in[i]));
   }
 }
 

@@ -75,13 +75,14 @@ void check_elements(Tally& tally, const std::string& test_case, const std::vecto
   for (std::size_t i = 0; i < data.size(); ++i) {
     const T want = expected(static_cast<int64_t>(i));
     if (data[i] == want) continue;
-    if (mismatches++ == 0) first = fmt::format("index {}: expected {}, actual {}", i, want, data[i]);
+    if (mismatches++ == 0)
+      first = fmt::format("index {}: expected {}, actual {}", i, want, data[i]);
   }
   if (mismatches == 0) {
     tally.pass();
   } else {
-    tally.fail(test_case, fmt::format("{} ({} of {} elements wrong)", first, mismatches,
-                                      data.size()));
+    tally.fail(test_case,
+               fmt::format("{} ({} of {} elements wrong)", first, mismatches, data.size()));
   }
 }
 
@@ -128,25 +129,21 @@ void test_allreduce(Tally& tally, Transport& transport, const std::string& name,
                     Algorithm algorithm, int64_t count, std::size_t segment_bytes) {
   const int p = transport.size();
   const int rank = transport.rank();
-  const std::string where =
-      fmt::format("{} count {} segment_bytes {}", name, count, segment_bytes);
+  const std::string where = fmt::format("{} count {} segment_bytes {}", name, count, segment_bytes);
   const std::size_t n = static_cast<std::size_t>(count);
 
   std::vector<float> floats(n);
   for (std::size_t i = 0; i < n; ++i) floats[i] = static_cast<float>(rank + 1 + i % 7);
-  if (tally.expect_ok(where + " float32 sum",
-                      algorithm(floats.data(), count, sizeof(float), kFloatSum, transport,
-                                segment_bytes))) {
-    check_elements(tally, where + " float32 sum", floats, [p](int64_t i) {
-      return static_cast<float>(p * (p + 1) / 2 + p * (i % 7));
-    });
+  if (tally.expect_ok(where + " float32 sum", algorithm(floats.data(), count, sizeof(float),
+                                                        kFloatSum, transport, segment_bytes))) {
+    check_elements(tally, where + " float32 sum", floats,
+                   [p](int64_t i) { return static_cast<float>(p * (p + 1) / 2 + p * (i % 7)); });
   }
 
   std::vector<int32_t> ints(n);
   for (std::size_t i = 0; i < n; ++i) ints[i] = spread_value(rank, static_cast<int64_t>(i));
-  if (tally.expect_ok(where + " int32 max",
-                      algorithm(ints.data(), count, sizeof(int32_t), kInt32Max, transport,
-                                segment_bytes))) {
+  if (tally.expect_ok(where + " int32 max", algorithm(ints.data(), count, sizeof(int32_t),
+                                                      kInt32Max, transport, segment_bytes))) {
     check_elements(tally, where + " int32 max", ints, [p](int64_t i) {
       int32_t max = spread_value(0, i);
       for (int r = 1; r < p; ++r) max = std::max(max, spread_value(r, i));
@@ -157,8 +154,8 @@ void test_allreduce(Tally& tally, Transport& transport, const std::string& name,
 
 // Sums of non-integers depend on the order of the additions: every rank must
 // still end with rank 0's bits.
-void test_bit_identical(Tally& tally, Transport& transport, MPI_Comm comm,
-                        const std::string& name, Algorithm algorithm) {
+void test_bit_identical(Tally& tally, Transport& transport, MPI_Comm comm, const std::string& name,
+                        Algorithm algorithm) {
   const int64_t count = 1023;
   const std::string test_case = fmt::format("{} bit-identical float32 sum", name);
   std::vector<float> data(static_cast<std::size_t>(count));
@@ -184,14 +181,19 @@ void test_bit_identical(Tally& tally, Transport& transport, MPI_Comm comm,
 // Rank r and r ^ 1 (or r itself, the last of an odd count) each send the
 // other 10 bytes and receive 12, then send 12 and receive 10: both receives
 // must fail with a Status, and the sends succeed. Every send matches one
-// receive with as many pieces, so the ranks stay matched afterwards.
+// receive with as many pieces, so the ranks stay matched afterwards. Open MPI
+// truncates an overlong message to oneself silently, so a rank paired with
+// itself only checks the short message.
 void test_wrong_length(Tally& tally, Transport& transport, const std::string& name) {
   const int p = transport.size();
   const int rank = transport.rank();
   const int partner = (rank ^ 1) < p ? (rank ^ 1) : rank;
+  using Lengths = std::pair<std::size_t, std::size_t>;  // sent, expected
+  std::vector<Lengths> cases = {{10, 12}};
+  if (partner != rank) cases.push_back({12, 10});
   std::vector<unsigned char> out(12, 1);
   std::vector<unsigned char> in(12, 0);
-  for (const auto& [sent, expected] : {std::pair<std::size_t, std::size_t>{10, 12}, {12, 10}}) {
+  for (const auto& [sent, expected] : cases) {
     const std::string test_case =
         fmt::format("{} receive of {} bytes from a send of {}", name, expected, sent);
     auto receive = transport.irecv(in.data(), expected, partner, kWrongLengthTag);
@@ -199,8 +201,8 @@ void test_wrong_length(Tally& tally, Transport& transport, const std::string& na
     const Status send_status = send->wait();
     const Status receive_status = receive->wait();
     tally.expect_ok(test_case + " (send)", send_status);
-    const std::string expected_text = fmt::format("MPI recv of {} bytes from rank {}", expected,
-                                                  partner);
+    const std::string expected_text =
+        fmt::format("MPI recv of {} bytes from rank {}", expected, partner);
     if (receive_status.is_ok()) {
       tally.fail(test_case, "expected an error, actual OK");
     } else if (receive_status.message().find(expected_text) == std::string::npos) {
@@ -220,8 +222,8 @@ void test_bad_peer(Tally& tally, Transport& transport, const std::string& name) 
   if (!status.is_ok() && status.message().find("MPI_Isend: ") != std::string::npos) {
     tally.pass();
   } else {
-    tally.fail(test_case, fmt::format("expected an MPI_Isend error, actual \"{}\"",
-                                      status.message()));
+    tally.fail(test_case,
+               fmt::format("expected an MPI_Isend error, actual \"{}\"", status.message()));
   }
 }
 
@@ -232,23 +234,19 @@ void run_all(Tally& tally, MPI_Comm comm, std::size_t max_message_bytes) {
                                : fmt::format("max_message_bytes {}:", max_message_bytes);
   test_ring_pass(tally, transport, 1000, name);
   test_ring_pass(tally, transport, 0, name);
-  for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1023},
-                        (int64_t{1} << 20) + 3}) {
-    // Tiny segments make many messages; keep them to the smaller counts.
+  for (int64_t count :
+       {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1023}, (int64_t{1} << 20) + 3}) {
+    // One-float segments make a message per element: keep them to the small
+    // counts.
     const std::size_t tiny_segment_bytes = count <= 1023 ? 4 : 4096;
     for (std::size_t segment_bytes : {kDefaultSegmentBytes, tiny_segment_bytes}) {
-      double t0 = MPI_Wtime();
       test_allreduce(tally, transport, name + " ring", run_ring, count, segment_bytes);
-      if (transport.rank() == 0) std::fprintf(stderr, "TIMING %s ring count %lld seg %zu: %.3f s\n", name.c_str(), (long long)count, segment_bytes, MPI_Wtime() - t0);
     }
-    double t1 = MPI_Wtime();
     test_allreduce(tally, transport, name + " recursive doubling", run_recursive_doubling, count,
                    0);
-    if (transport.rank() == 0) std::fprintf(stderr, "TIMING %s rd count %lld: %.3f s\n", name.c_str(), (long long)count, MPI_Wtime() - t1);
   }
   test_bit_identical(tally, transport, comm, name + " ring", run_ring);
-  test_bit_identical(tally, transport, comm, name + " recursive doubling",
-                     run_recursive_doubling);
+  test_bit_identical(tally, transport, comm, name + " recursive doubling", run_recursive_doubling);
   test_bad_peer(tally, transport, name);
   test_wrong_length(tally, transport, name);
 }

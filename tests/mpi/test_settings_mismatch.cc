@@ -41,7 +41,8 @@ int main() {
 
   int failures = 0;
   MPI_Allreduce(&failed, &failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (rank == 0) std::printf("test_settings_mismatch: %d passed, %d failed\n", size - failures, failures);
+  if (rank == 0)
+    std::printf("test_settings_mismatch: %d passed, %d failed\n", size - failures, failures);
   MPI_Finalize();
   return failures == 0 ? 0 : 1;
 }

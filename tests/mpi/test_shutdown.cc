@@ -105,7 +105,8 @@ int main() {
     }
     c.done();
     if (size > 1) {
-      rec.check(!herd::poll(orphan_handle), "orphan before shutdown", "poll is true; nobody else sent it");
+      rec.check(!herd::poll(orphan_handle), "orphan before shutdown",
+                "poll is true; nobody else sent it");
     }
     late_handle = herd::allreduce_async("late", late_view, late_view, ReduceOp::kSum);
   } catch (const herd::Error& e) {
@@ -167,9 +168,8 @@ int main() {
   expect_throws(rec, "allreduce_async()", [&] {
     herd::allreduce_async("after", matched_view, matched_view, ReduceOp::kSum);
   });
-  expect_throws(rec, "allreduce()", [&] {
-    herd::allreduce("after", matched_view, matched_view, ReduceOp::kSum);
-  });
+  expect_throws(rec, "allreduce()",
+                [&] { herd::allreduce("after", matched_view, matched_view, ReduceOp::kSum); });
   expect_throws(rec, "shutdown() again", [] { herd::shutdown(); });
   // MPI cannot start twice in one process: init again must fail cleanly (or,
   // if herd manages it, work and shut down again).

@@ -49,9 +49,8 @@ std::string check_float_sum(int p, int64_t count, const AllreduceFn& algorithm) 
   const auto results = run_allreduce<float>(
       p, count, [](int rank, int64_t i) { return static_cast<float>(rank + 1 + i % 7); },
       testing::float_sum(), algorithm);
-  return first_mismatch<float>(results, [p](int64_t i) {
-    return static_cast<float>(p * (p + 1) / 2 + p * (i % 7));
-  });
+  return first_mismatch<float>(
+      results, [p](int64_t i) { return static_cast<float>(p * (p + 1) / 2 + p * (i % 7)); });
 }
 
 // A rank-unique int32 in [-105, 105], and its maximum and minimum over ranks.
@@ -67,8 +66,7 @@ int32_t spread_extreme(int p, int64_t i, bool want_max) {
   return extreme;
 }
 
-std::string check_int32_extreme(int p, int64_t count, const AllreduceFn& algorithm,
-                                bool want_max) {
+std::string check_int32_extreme(int p, int64_t count, const AllreduceFn& algorithm, bool want_max) {
   const auto results = run_allreduce<int32_t>(
       p, count, spread_value, want_max ? testing::int32_max() : testing::int32_min(), algorithm);
   return first_mismatch<int32_t>(
@@ -128,8 +126,7 @@ TEST_CASE("recursive doubling allreduce takes int32 max and min",
   }
 }
 
-TEST_CASE("allreduce of float sums of non-integers is bit-identical on every rank",
-          "[allreduce]") {
+TEST_CASE("allreduce of float sums of non-integers is bit-identical on every rank", "[allreduce]") {
   // Values whose float sums depend on the order of the additions.
   auto input = [](int rank, int64_t i) {
     return static_cast<float>(std::sin(0.37 * static_cast<double>(i) + 1.3 * rank) * 100.0 / 3.0);
@@ -142,8 +139,7 @@ TEST_CASE("allreduce of float sums of non-integers is bit-identical on every ran
     for (int p : kRankCounts) {
       for (int64_t count : {int64_t{1}, int64_t{7}, int64_t{1000}, int64_t{65539}}) {
         CAPTURE(name, p, count);
-        const auto results =
-            run_allreduce<float>(p, count, input, testing::float_sum(), algorithm);
+        const auto results = run_allreduce<float>(p, count, input, testing::float_sum(), algorithm);
         for (const auto& result : results) REQUIRE(result.status.message() == "");
         CHECK(first_difference_from_rank0(results) == "");
         // And close to the exact sum.
@@ -192,9 +188,8 @@ std::vector<int64_t> sends_per_rank(int p, int64_t count, const AllreduceOptions
         sends[static_cast<std::size_t>(transport.rank())] = counting.sends();
         return status;
       });
-  *failure = first_mismatch<float>(results, [p](int64_t i) {
-    return static_cast<float>(p * (p + 1) / 2 + p * (i % 7));
-  });
+  *failure = first_mismatch<float>(
+      results, [p](int64_t i) { return static_cast<float>(p * (p + 1) / 2 + p * (i % 7)); });
   return sends;
 }
 
@@ -296,6 +291,34 @@ TEST_CASE("allreduce with counts that differ between ranks fails with both lengt
     CHECK_THAT(messages[1], Catch::Contains("(rank 1, recv from 0)") &&
                                 Catch::Contains("expected") && Catch::Contains("got a message"));
     CHECK(messages[0] != "");
+  }
+}
+
+// Hidden (run with `test_collectives "[large]"`): more than 2^31 one-byte
+// elements on 2 ranks: about 14 GB of memory and 40 s.
+TEST_CASE("allreduce of more than 2^31 elements", "[.][large][allreduce]") {
+  const int64_t count = (int64_t{1} << 31) + 5;
+  const auto uint8_sum =
+      testing::elementwise<uint8_t>([](uint8_t a, uint8_t b) { return uint8_t(a + b); });
+  auto input = [](int rank, int64_t i) { return static_cast<uint8_t>((i + rank) % 7); };
+  auto expected = [](int64_t i) { return static_cast<uint8_t>(i % 7 + (i + 1) % 7); };
+  for (const auto& [name, algorithm] : std::vector<std::pair<std::string, AllreduceFn>>{
+           {"ring", ring(kDefaultSegmentBytes)}, {"recursive doubling", recursive_doubling()}}) {
+    CAPTURE(name);
+    const auto results = run_allreduce<uint8_t>(2, count, input, uint8_sum, algorithm);
+    // uint8_t prints as a character; compare the values as ints.
+    std::string failure;
+    for (std::size_t rank = 0; rank < results.size() && failure.empty(); ++rank) {
+      if (!results[rank].status.is_ok()) failure = results[rank].status.message();
+      for (int64_t i = 0; i < count && failure.empty(); ++i) {
+        const int actual = results[rank].data[static_cast<std::size_t>(i)];
+        if (actual != expected(i)) {
+          failure = "rank " + std::to_string(rank) + " index " + std::to_string(i) + ": expected " +
+                    std::to_string(expected(i)) + ", actual " + std::to_string(actual);
+        }
+      }
+    }
+    CHECK(failure == "");
   }
 }
 

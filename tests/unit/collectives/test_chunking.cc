@@ -21,10 +21,10 @@ std::string check_chunks(int64_t count, int num_chunks) {
     const Range chunk = chunk_range(count, num_chunks, index);
     const int64_t expected_count = base + (index < count % num_chunks ? 1 : 0);
     if (chunk.offset != next_offset || chunk.count != expected_count) {
-      return "chunk " + std::to_string(index) + " of " + std::to_string(num_chunks) + " for count " +
-             std::to_string(count) + ": expected {" + std::to_string(next_offset) + ", " +
-             std::to_string(expected_count) + "}, actual {" + std::to_string(chunk.offset) + ", " +
-             std::to_string(chunk.count) + "}";
+      return "chunk " + std::to_string(index) + " of " + std::to_string(num_chunks) +
+             " for count " + std::to_string(count) + ": expected {" + std::to_string(next_offset) +
+             ", " + std::to_string(expected_count) + "}, actual {" + std::to_string(chunk.offset) +
+             ", " + std::to_string(chunk.count) + "}";
     }
     next_offset += chunk.count;
   }

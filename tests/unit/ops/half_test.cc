@@ -34,9 +34,10 @@ struct Converters {
   uint16_t largest_finite;
 };
 
-const Converters kFloat16Converters{"float16", kBinary16, &float16_to_float, &float_to_float16, 0x0200, 0x7bff};
-const Converters kBFloat16Converters{"bfloat16", kBFloat16Format, &bfloat16_to_float, &float_to_bfloat16, 0x0040,
-                                     0x7f7f};
+const Converters kFloat16Converters{"float16",         kBinary16, &float16_to_float,
+                                    &float_to_float16, 0x0200,    0x7bff};
+const Converters kBFloat16Converters{"bfloat16",         kBFloat16Format, &bfloat16_to_float,
+                                     &float_to_bfloat16, 0x0040,          0x7f7f};
 
 uint32_t bits_of(float value) {
   uint32_t bits;
@@ -66,12 +67,13 @@ std::string check_every_pattern(const Converters& c) {
            (back & 0x8000u) == (bits & 0x8000u);
     } else {
       const double expected = ref_decode(bits, c.format);
-      ok = static_cast<double>(widened) == expected && std::signbit(widened) == std::signbit(expected) &&
-           back == bits;
+      ok = static_cast<double>(widened) == expected &&
+           std::signbit(widened) == std::signbit(expected) && back == bits;
     }
     if (!ok && wrong++ == 0) {
-      first = fmt::format("{} pattern {:#06x}: widened {} (float bits {:#010x}), reference {}, back {:#06x}",
-                          c.name, bits, widened, bits_of(widened), ref_decode(bits, c.format), back);
+      first = fmt::format(
+          "{} pattern {:#06x}: widened {} (float bits {:#010x}), reference {}, back {:#06x}",
+          c.name, bits, widened, bits_of(widened), ref_decode(bits, c.format), back);
     }
   }
   return wrong == 0 ? "" : fmt::format("{} patterns wrong; first: {}", wrong, first);
@@ -87,16 +89,17 @@ std::string check_every_boundary(const Converters& c) {
   std::string first;
   const auto report = [&](float input, uint16_t expected, uint16_t actual) {
     if (wrong++ == 0) {
-      first = fmt::format("{}: input {} (float bits {:#010x}) expected {:#06x}, actual {:#06x}", c.name, input,
-                          bits_of(input), expected, actual);
+      first = fmt::format("{}: input {} (float bits {:#010x}) expected {:#06x}, actual {:#06x}",
+                          c.name, input, bits_of(input), expected, actual);
     }
   };
   for (uint32_t lo = 0; lo <= c.largest_finite; ++lo) {
     const uint32_t hi = lo + 1;
     const double lo_value = ref_decode(static_cast<uint16_t>(lo), c.format);
-    const double hi_value = hi == c.largest_finite + 1u
-                                ? lo_value + (lo_value - ref_decode(static_cast<uint16_t>(lo - 1), c.format))
-                                : ref_decode(static_cast<uint16_t>(hi), c.format);
+    const double hi_value =
+        hi == c.largest_finite + 1u
+            ? lo_value + (lo_value - ref_decode(static_cast<uint16_t>(lo - 1), c.format))
+            : ref_decode(static_cast<uint16_t>(hi), c.format);
     const auto midpoint = static_cast<float>((lo_value + hi_value) / 2);
     REQUIRE(static_cast<double>(midpoint) == (lo_value + hi_value) / 2);
     const uint32_t even = (lo % 2 == 0) ? lo : hi;
@@ -104,7 +107,8 @@ std::string check_every_boundary(const Converters& c) {
       const float signed_mid = sign != 0 ? -midpoint : midpoint;
       const float toward_zero = std::nextafter(signed_mid, 0.0f);
       const float away = std::nextafter(signed_mid, sign != 0 ? -HUGE_VALF : HUGE_VALF);
-      const std::pair<float, uint32_t> cases[] = {{signed_mid, even}, {toward_zero, lo}, {away, hi}};
+      const std::pair<float, uint32_t> cases[] = {
+          {signed_mid, even}, {toward_zero, lo}, {away, hi}};
       for (const auto& [input, magnitude] : cases) {
         const auto expected = static_cast<uint16_t>(sign | magnitude);
         const uint16_t actual = c.from_float(input);
@@ -133,8 +137,8 @@ std::string check_random_floats(const Converters& c) {
       ok = actual == expected;
     }
     if (!ok && wrong++ == 0) {
-      first = fmt::format("{}: input {} (float bits {:#010x}) expected {:#06x}, actual {:#06x}", c.name, input,
-                          bits_of(input), expected, actual);
+      first = fmt::format("{}: input {} (float bits {:#010x}) expected {:#06x}, actual {:#06x}",
+                          c.name, input, bits_of(input), expected, actual);
     }
   }
   return wrong == 0 ? "" : fmt::format("{} inputs wrong; first: {}", wrong, first);

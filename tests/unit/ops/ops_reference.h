@@ -55,7 +55,8 @@ inline double ref_decode(uint16_t bits, SmallFloatFormat format) {
     magnitude = std::ldexp(static_cast<double>(mantissa), 1 - format.bias() - format.mantissa_bits);
   } else {
     const double significand = static_cast<double>(mantissa + (1u << format.mantissa_bits));
-    magnitude = std::ldexp(significand, static_cast<int>(exponent) - format.bias() - format.mantissa_bits);
+    magnitude =
+        std::ldexp(significand, static_cast<int>(exponent) - format.bias() - format.mantissa_bits);
   }
   return negative ? -magnitude : magnitude;
 }
@@ -168,6 +169,5 @@ inline std::string first_mismatch(const Bytes& actual, const std::vector<double>
   if (wrong == 0) return "";
   return fmt::format("{} of {} elements wrong; first at {}", wrong, expected.size(), first);
 }
-
 
 }  // namespace herd::ops::testing

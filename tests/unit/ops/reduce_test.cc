@@ -56,7 +56,8 @@ ValueRange min_max_range(DataType dtype) {
   switch (dtype) {
     case DataType::kUInt8: return {0, 255, 1};
     case DataType::kInt8: return {-128, 127, 1};
-    case DataType::kInt32: return {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max(), 1};
+    case DataType::kInt32:
+      return {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max(), 1};
     case DataType::kInt64: return {-(int64_t{1} << 53), int64_t{1} << 53, 1};
     case DataType::kFloat16: return {-2047, 2047, 8};
     case DataType::kBFloat16: return {-255, 255, 2};
@@ -95,7 +96,8 @@ double ref_apply(ReduceOp op, double a, double b) {
 }
 
 template <typename T>
-std::vector<T> reduce_typed(std::vector<T> dst, const std::vector<T>& src, DataType dtype, ReduceOp op) {
+std::vector<T> reduce_typed(std::vector<T> dst, const std::vector<T>& src, DataType dtype,
+                            ReduceOp op) {
   reduce_into(dst.data(), src.data(), static_cast<int64_t>(dst.size()), dtype, op);
   return dst;
 }
@@ -111,7 +113,8 @@ TEST_CASE("reduce_into matches the reference for every dtype, op and count", "[r
         const std::vector<double> dst_values = make_inputs(dtype, op, count, rng);
         const std::vector<double> src_values = make_inputs(dtype, op, count, rng);
         std::vector<double> expected(dst_values.size());
-        for (std::size_t i = 0; i < expected.size(); ++i) expected[i] = ref_apply(op, dst_values[i], src_values[i]);
+        for (std::size_t i = 0; i < expected.size(); ++i)
+          expected[i] = ref_apply(op, dst_values[i], src_values[i]);
 
         Bytes through_call = testing::to_bytes(dst_values, dtype);
         Bytes through_fn = through_call;
@@ -138,7 +141,8 @@ TEST_CASE("reduce_into works in place and on element-offset buffers", "[reduce]"
     // element-aligned, never vector-aligned by accident.
     std::vector<double> values = make_inputs(dtype, ReduceOp::kSum, count + 1, rng);
     std::vector<double> expected(values.size());
-    for (std::size_t i = 0; i < values.size(); ++i) expected[i] = i == 0 ? values[i] : 2 * values[i];
+    for (std::size_t i = 0; i < values.size(); ++i)
+      expected[i] = i == 0 ? values[i] : 2 * values[i];
     Bytes buf = testing::to_bytes(values, dtype);
     void* shifted = buf.data() + testing::ref_element_size(dtype);
     reduce_into(shifted, shifted, count, dtype, ReduceOp::kSum);
@@ -148,47 +152,53 @@ TEST_CASE("reduce_into works in place and on element-offset buffers", "[reduce]"
 }
 
 TEST_CASE("integer sums and products wrap around in two's complement", "[reduce]") {
-  CHECK(reduce_typed<uint8_t>({200, 255, 16, 0}, {100, 1, 16, 255}, DataType::kUInt8, ReduceOp::kSum) ==
-        std::vector<uint8_t>{44, 0, 32, 255});
-  CHECK(reduce_typed<uint8_t>({200, 16, 255, 200}, {100, 16, 255, 2}, DataType::kUInt8, ReduceOp::kProduct) ==
-        std::vector<uint8_t>{32, 0, 1, 144});
-  CHECK(reduce_typed<int8_t>({100, -128, 127, -100}, {100, -1, 1, -100}, DataType::kInt8, ReduceOp::kSum) ==
-        std::vector<int8_t>{-56, 127, -128, 56});
-  CHECK(reduce_typed<int8_t>({64, -128, -128}, {2, -1, -128}, DataType::kInt8, ReduceOp::kProduct) ==
-        std::vector<int8_t>{-128, -128, 0});
+  CHECK(reduce_typed<uint8_t>({200, 255, 16, 0}, {100, 1, 16, 255}, DataType::kUInt8,
+                              ReduceOp::kSum) == std::vector<uint8_t>{44, 0, 32, 255});
+  CHECK(reduce_typed<uint8_t>({200, 16, 255, 200}, {100, 16, 255, 2}, DataType::kUInt8,
+                              ReduceOp::kProduct) == std::vector<uint8_t>{32, 0, 1, 144});
+  CHECK(reduce_typed<int8_t>({100, -128, 127, -100}, {100, -1, 1, -100}, DataType::kInt8,
+                             ReduceOp::kSum) == std::vector<int8_t>{-56, 127, -128, 56});
+  CHECK(reduce_typed<int8_t>({64, -128, -128}, {2, -1, -128}, DataType::kInt8,
+                             ReduceOp::kProduct) == std::vector<int8_t>{-128, -128, 0});
   // Average reduces as a plain sum, so it wraps the same way.
-  CHECK(reduce_typed<int8_t>({100}, {100}, DataType::kInt8, ReduceOp::kAverage) == std::vector<int8_t>{-56});
+  CHECK(reduce_typed<int8_t>({100}, {100}, DataType::kInt8, ReduceOp::kAverage) ==
+        std::vector<int8_t>{-56});
 
   constexpr int32_t kInt32Max = std::numeric_limits<int32_t>::max();
   constexpr int32_t kInt32Min = std::numeric_limits<int32_t>::min();
   CHECK(reduce_typed<int32_t>({kInt32Max, kInt32Min}, {1, -1}, DataType::kInt32, ReduceOp::kSum) ==
         std::vector<int32_t>{kInt32Min, kInt32Max});
-  CHECK(reduce_typed<int32_t>({65536, kInt32Min}, {65536, -1}, DataType::kInt32, ReduceOp::kProduct) ==
-        std::vector<int32_t>{0, kInt32Min});
+  CHECK(reduce_typed<int32_t>({65536, kInt32Min}, {65536, -1}, DataType::kInt32,
+                              ReduceOp::kProduct) == std::vector<int32_t>{0, kInt32Min});
 
   constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
   constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
-  CHECK(reduce_typed<int64_t>({kInt64Max, kInt64Min}, {1, kInt64Min}, DataType::kInt64, ReduceOp::kSum) ==
-        std::vector<int64_t>{kInt64Min, 0});
-  CHECK(reduce_typed<int64_t>({kInt64Min, int64_t{1} << 32}, {-1, int64_t{1} << 32}, DataType::kInt64,
+  CHECK(reduce_typed<int64_t>({kInt64Max, kInt64Min}, {1, kInt64Min}, DataType::kInt64,
+                              ReduceOp::kSum) == std::vector<int64_t>{kInt64Min, 0});
+  CHECK(reduce_typed<int64_t>({kInt64Min, int64_t{1} << 32}, {-1, int64_t{1} << 32},
+                              DataType::kInt64,
                               ReduceOp::kProduct) == std::vector<int64_t>{kInt64Min, 0});
 }
 
 TEST_CASE("integer min and max at the type limits", "[reduce]") {
   constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
   constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
-  CHECK(reduce_typed<int64_t>({kInt64Min, kInt64Max, -1}, {kInt64Max, kInt64Min, 0}, DataType::kInt64,
+  CHECK(reduce_typed<int64_t>({kInt64Min, kInt64Max, -1}, {kInt64Max, kInt64Min, 0},
+                              DataType::kInt64,
                               ReduceOp::kMin) == std::vector<int64_t>{kInt64Min, kInt64Min, -1});
-  CHECK(reduce_typed<int64_t>({kInt64Min, kInt64Max, -1}, {kInt64Max, kInt64Min, 0}, DataType::kInt64,
+  CHECK(reduce_typed<int64_t>({kInt64Min, kInt64Max, -1}, {kInt64Max, kInt64Min, 0},
+                              DataType::kInt64,
                               ReduceOp::kMax) == std::vector<int64_t>{kInt64Max, kInt64Max, 0});
-  CHECK(reduce_typed<uint8_t>({0, 255}, {255, 0}, DataType::kUInt8, ReduceOp::kMin) == std::vector<uint8_t>{0, 0});
+  CHECK(reduce_typed<uint8_t>({0, 255}, {255, 0}, DataType::kUInt8, ReduceOp::kMin) ==
+        std::vector<uint8_t>{0, 0});
   CHECK(reduce_typed<int8_t>({-128, 127}, {127, -128}, DataType::kInt8, ReduceOp::kMax) ==
         std::vector<int8_t>{127, 127});
 }
 
 TEST_CASE("floating min and max propagate NaN from either side", "[reduce]") {
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  for (DataType dtype : {DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64}) {
+  for (DataType dtype :
+       {DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64}) {
     for (ReduceOp op : {ReduceOp::kMin, ReduceOp::kMax}) {
       // 9 elements so the vector body and the scalar tail both see a NaN.
       const std::vector<double> dst_values{nan, 1, -3, nan, 2, 5, -1, 0, nan};
@@ -212,7 +222,8 @@ TEST_CASE("16-bit floats reduce as 'widen to float32, op, round once'", "[reduce
     DataType dtype;
     SmallFloatFormat format;
   };
-  for (const Case& c : {Case{DataType::kFloat16, testing::kBinary16}, Case{DataType::kBFloat16, testing::kBFloat16Format}}) {
+  for (const Case& c : {Case{DataType::kFloat16, testing::kBinary16},
+                        Case{DataType::kBFloat16, testing::kBFloat16Format}}) {
     for (ReduceOp op : kAllReduceOps) {
       std::mt19937 rng(static_cast<unsigned>(c.dtype) * 10 + static_cast<unsigned>(op));
       // Uniform over all finite bit patterns: every exponent, subnormals,
@@ -238,7 +249,8 @@ TEST_CASE("16-bit floats reduce as 'widen to float32, op, round once'", "[reduce
       for (std::size_t i = 0; i < count; ++i) {
         const double a = testing::ref_decode(testing::load_as<uint16_t>(dst, i), c.format);
         const double b = testing::ref_decode(testing::load_as<uint16_t>(src, i), c.format);
-        const float in_float = static_cast<float>(ref_apply(op, a, b));  // exact op, then round to float
+        const float in_float =
+            static_cast<float>(ref_apply(op, a, b));  // exact op, then round to float
         float recipe;
         switch (op) {
           case ReduceOp::kSum:
@@ -247,7 +259,8 @@ TEST_CASE("16-bit floats reduce as 'widen to float32, op, round once'", "[reduce
           default: recipe = in_float; break;
         }
         via_float[i] = testing::ref_decode(testing::ref_encode(recipe, c.format), c.format);
-        correctly_rounded[i] = testing::ref_decode(testing::ref_encode(ref_apply(op, a, b), c.format), c.format);
+        correctly_rounded[i] =
+            testing::ref_decode(testing::ref_encode(ref_apply(op, a, b), c.format), c.format);
       }
       reduce_into(dst.data(), src.data(), static_cast<int64_t>(count), c.dtype, op);
       INFO("dtype " << to_string(c.dtype) << ", op " << to_string(op));
@@ -273,8 +286,10 @@ TEST_CASE("make_reduce_fn binds dtype and op once", "[reduce]") {
 
 TEST_CASE("a negative count is a caller bug and throws", "[reduce]") {
   float x = 0;
-  CHECK_THROWS_AS(reduce_into(&x, &x, -1, DataType::kFloat32, ReduceOp::kSum), detail::InternalError);
-  CHECK_THROWS_AS(make_reduce_fn(DataType::kFloat32, ReduceOp::kSum)(&x, &x, -1), detail::InternalError);
+  CHECK_THROWS_AS(reduce_into(&x, &x, -1, DataType::kFloat32, ReduceOp::kSum),
+                  detail::InternalError);
+  CHECK_THROWS_AS(make_reduce_fn(DataType::kFloat32, ReduceOp::kSum)(&x, &x, -1),
+                  detail::InternalError);
 }
 
 }  // namespace herd::ops

@@ -24,7 +24,8 @@ using testing::Bytes;
 using testing::first_mismatch;
 using testing::SmallFloatFormat;
 
-constexpr DataType kIntegerTypes[] = {DataType::kUInt8, DataType::kInt8, DataType::kInt32, DataType::kInt64};
+constexpr DataType kIntegerTypes[] = {DataType::kUInt8, DataType::kInt8, DataType::kInt32,
+                                      DataType::kInt64};
 
 template <typename T>
 std::vector<T> scaled(std::vector<T> values, DataType dtype, double factor) {
@@ -88,7 +89,8 @@ TEST_CASE("scale: integers round half away from zero and saturate", "[scale]") {
   // nearest integer and give 0.
   const double inf = std::numeric_limits<double>::infinity();
   CHECK(scaled<int32_t>({4, -4, 0}, DataType::kInt32, inf) ==
-        std::vector<int32_t>{std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min(), 0});
+        std::vector<int32_t>{std::numeric_limits<int32_t>::max(),
+                             std::numeric_limits<int32_t>::min(), 0});
   CHECK(scaled<int8_t>({4, -4}, DataType::kInt8, std::nan("")) == std::vector<int8_t>{0, 0});
 }
 
@@ -145,7 +147,8 @@ TEST_CASE("scale: floating types multiply in their own precision", "[scale]") {
       for (std::size_t i = 0; i < count; ++i) {
         const uint16_t bits = testing::ref_encode(raw[i], c.format);
         testing::store_as(buf, i, bits);
-        const float product = static_cast<float>(testing::ref_decode(bits, c.format)) * static_cast<float>(factor);
+        const float product =
+            static_cast<float>(testing::ref_decode(bits, c.format)) * static_cast<float>(factor);
         expected[i] = testing::ref_decode(testing::ref_encode(product, c.format), c.format);
       }
       scale(buf.data(), static_cast<int64_t>(count), c.dtype, factor);
@@ -177,7 +180,8 @@ TEST_CASE("divide: integers truncate toward zero", "[divide]") {
   constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
   CHECK(divided<int64_t>({kInt64Min, kInt64Max, -9}, DataType::kInt64, 2) ==
         std::vector<int64_t>{kInt64Min / 2, kInt64Max / 2, -4});
-  CHECK(divided<int64_t>({kInt64Min, -7}, DataType::kInt64, 1) == std::vector<int64_t>{kInt64Min, -7});
+  CHECK(divided<int64_t>({kInt64Min, -7}, DataType::kInt64, 1) ==
+        std::vector<int64_t>{kInt64Min, -7});
 }
 
 TEST_CASE("divide: integer sweep against the reference", "[divide]") {
@@ -208,7 +212,8 @@ TEST_CASE("divide: floating types multiply by the reciprocal", "[divide]") {
 
   std::vector<float> f32{1.0f, -7.0f, 3.0f, 0.5f};
   std::vector<float> f32_expected(f32.size());
-  for (std::size_t i = 0; i < f32.size(); ++i) f32_expected[i] = f32[i] * static_cast<float>(1.0 / 3.0);
+  for (std::size_t i = 0; i < f32.size(); ++i)
+    f32_expected[i] = f32[i] * static_cast<float>(1.0 / 3.0);
   divide(f32.data(), static_cast<int64_t>(f32.size()), DataType::kFloat32, 3);
   CHECK(f32 == f32_expected);
 
