@@ -101,9 +101,33 @@ Status BackgroundLoop::run_cycle(bool* stop) {
     // Puts may have evicted names that entries here were waiting on.
     requeue_stale_cached_entries();
   }
+  report_stalls();
   Status status = execute(&agreed);
   if (!status.is_ok()) fail_everything("herd stopped after an error: " + status.message(), &agreed);
   return status;
+}
+
+void BackgroundLoop::report_stalls() {
+  if (config_.stall_check_seconds <= 0.0) return;
+  const auto limit = std::chrono::duration_cast<Coordinator::Clock::duration>(
+      std::chrono::duration<double>(config_.stall_check_seconds));
+  const auto now = Coordinator::Clock::now();
+  // Rank 0 sees which ranks have not sent a name it is negotiating; a name
+  // settled by the cache is invisible to it, so each rank watches its own.
+  if (coordinator_) {
+    for (const std::string& message : coordinator_->stall_report(now, limit)) {
+      HERD_LOG(kWarning, "{}; a rank that never submits it stalls every rank waiting for it",
+               message);
+    }
+  }
+  for (auto& slot_and_entry : cached_pending_) {
+    TensorEntry& entry = slot_and_entry.second;
+    if (entry.stall_reported || now - entry.submitted < limit) continue;
+    entry.stall_reported = true;
+    const std::chrono::duration<double> waited = now - entry.submitted;
+    HERD_LOG(kWarning, "{} has waited {:.1f} s on rank {} for the other ranks to submit it",
+             entry.handle->description(), waited.count(), control_.rank());
+  }
 }
 
 void BackgroundLoop::classify(TensorEntry entry) {

@@ -57,6 +57,9 @@ class BackgroundLoop {
   [[nodiscard]] Status run_cycle(bool* stop);
   void classify(TensorEntry entry);
   void requeue_stale_cached_entries();
+  // Logs a warning for each tensor that has waited on other ranks for longer
+  // than HERD_STALL_CHECK_TIME, once per tensor.
+  void report_stalls();
   [[nodiscard]] Status negotiate(std::vector<Agreed>* agreed);
   [[nodiscard]] Status coordinate(const std::vector<std::vector<uint8_t>>& request_lists,
                                   ResponseList* responses);

@@ -38,7 +38,7 @@ std::optional<int64_t> parse_integer(std::string_view text, int64_t min, int64_t
   return signed_value;
 }
 
-std::optional<double> parse_milliseconds(std::string_view text) {
+std::optional<double> parse_non_negative_decimal(std::string_view text) {
   double value = 0.0;
   const char* end = text.data() + text.size();
   auto [ptr, ec] = std::from_chars(text.data(), end, value);
@@ -76,7 +76,7 @@ constexpr int64_t kMaxCacheCapacity = int64_t{1} << 20;
 constexpr int64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
 
 // The one list of settings, in the order docs/configuration.md shows them.
-const std::array<Setting, 6> kSettings = {{
+const std::array<Setting, 7> kSettings = {{
     {"HERD_FUSION_THRESHOLD", "67108864",
      "Most bytes packed into one fusion buffer; 0 turns fusion off, so every "
      "tensor is reduced on its own.",
@@ -90,7 +90,7 @@ const std::array<Setting, 6> kSettings = {{
      "Longest the background thread sleeps between two agreement rounds when "
      "no work arrives, in milliseconds (a decimal such as 0.5 is allowed).",
      [](const char* variable, std::string_view text, Config* config) {
-       auto value = parse_milliseconds(text);
+       auto value = parse_non_negative_decimal(text);
        if (!value) return bad_value(variable, text, "a non-negative number of milliseconds");
        config->cycle_time_ms = *value;
        return Status::ok();
@@ -135,6 +135,16 @@ const std::array<Setting, 6> kSettings = {{
        auto value = parse_integer(text, 0, kMaxInt64);
        if (!value) return bad_value(variable, text, "a non-negative integer (bytes)");
        config->small_allreduce_bytes = *value;
+       return Status::ok();
+     }},
+    {"HERD_STALL_CHECK_TIME", "60",
+     "Seconds a tensor may wait for other ranks before herd logs a warning "
+     "naming it and the ranks that have not submitted it; 0 turns the check off.",
+     [](const char* variable, std::string_view text, Config* config) {
+       // Same grammar as HERD_CYCLE_TIME: a non-negative finite decimal.
+       auto value = parse_non_negative_decimal(text);
+       if (!value) return bad_value(variable, text, "a non-negative number of seconds");
+       config->stall_check_seconds = *value;
        return Status::ok();
      }},
 }};

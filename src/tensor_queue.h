@@ -30,6 +30,8 @@ struct TensorEntry {
   TensorView input;
   TensorView output;
   std::shared_ptr<HandleState> handle;
+  std::chrono::steady_clock::time_point submitted = std::chrono::steady_clock::now();
+  bool stall_reported = false;  // the stall check warned about it already
 };
 
 class TensorQueue {

@@ -32,12 +32,13 @@ std::set<std::string> differing_fields(const Config& a, const Config& b) {
   if (a.log_level != b.log_level) fields.insert("log_level");
   if (a.ring_segment_bytes != b.ring_segment_bytes) fields.insert("ring_segment_bytes");
   if (a.small_allreduce_bytes != b.small_allreduce_bytes) fields.insert("small_allreduce_bytes");
+  if (a.stall_check_seconds != b.stall_check_seconds) fields.insert("stall_check_seconds");
   return fields;
 }
 
-const std::set<std::string> kAllFields = {"fusion_threshold_bytes", "cycle_time_ms",
-                                          "cache_capacity",         "log_level",
-                                          "ring_segment_bytes",     "small_allreduce_bytes"};
+const std::set<std::string> kAllFields = {
+    "fusion_threshold_bytes", "cycle_time_ms",         "cache_capacity",     "log_level",
+    "ring_segment_bytes",     "small_allreduce_bytes", "stall_check_seconds"};
 
 void check_rejected(const std::string& variable, const std::string& value,
                     const std::string& expected) {
@@ -61,6 +62,7 @@ TEST_CASE("config: an empty environment keeps every default", "[config]") {
   CHECK(config.log_level == LogLevel::kWarning);
   CHECK(config.ring_segment_bytes == 1048576);
   CHECK(config.small_allreduce_bytes == 65536);
+  CHECK(config.stall_check_seconds == 60.0);
   CHECK(differing_fields(config, Config{}).empty());
 }
 
@@ -148,6 +150,17 @@ TEST_CASE("config: HERD_SMALL_ALLREDUCE_BYTES", "[config]") {
   }
 }
 
+TEST_CASE("config: HERD_STALL_CHECK_TIME", "[config]") {
+  Config config;
+  REQUIRE(read({{"HERD_STALL_CHECK_TIME", "0"}}, &config).is_ok());
+  CHECK(config.stall_check_seconds == 0.0);
+  REQUIRE(read({{"HERD_STALL_CHECK_TIME", "0.5"}}, &config).is_ok());
+  CHECK(config.stall_check_seconds == 0.5);
+  for (const char* bad : {"-1", "soon", "", "inf", "nan"}) {
+    check_rejected("HERD_STALL_CHECK_TIME", bad, "a non-negative number of seconds");
+  }
+}
+
 TEST_CASE("config: several bad values are reported together", "[config]") {
   Config config;
   Status status = read(
@@ -164,7 +177,8 @@ TEST_CASE("config: setting_docs covers every field exactly once", "[config]") {
   const std::map<std::string, std::string> non_default = {
       {"HERD_FUSION_THRESHOLD", "1"},   {"HERD_CYCLE_TIME", "0.25"},
       {"HERD_CACHE_CAPACITY", "7"},     {"HERD_LOG_LEVEL", "trace"},
-      {"HERD_RING_SEGMENT_BYTES", "3"}, {"HERD_SMALL_ALLREDUCE_BYTES", "5"}};
+      {"HERD_RING_SEGMENT_BYTES", "3"}, {"HERD_SMALL_ALLREDUCE_BYTES", "5"},
+      {"HERD_STALL_CHECK_TIME", "2.5"}};
   std::vector<SettingDoc> docs = setting_docs();
   REQUIRE(docs.size() == non_default.size());
 

@@ -174,3 +174,48 @@ TEST_CASE("Coordinator: a single rank completes at once", "[coordinator]") {
 }
 
 }  // namespace herd::detail
+
+namespace herd::detail {
+namespace {
+
+Coordinator::Clock::time_point g_fake_now;
+Coordinator::Clock::time_point fake_now() { return g_fake_now; }
+
+}  // namespace
+
+TEST_CASE("coordinator: stall report names the waiting tensor and the missing ranks, once",
+          "[coordinator]") {
+  using std::chrono::seconds;
+  Coordinator coordinator(4);
+  coordinator.set_clock(&fake_now);
+  const Coordinator::Clock::time_point start{};
+  g_fake_now = start;
+  REQUIRE(coordinator.add(request(0, "grad/fc1")).is_ok());
+  REQUIRE(coordinator.add(request(2, "grad/fc1")).is_ok());
+  g_fake_now = start + seconds(50);
+  REQUIRE(coordinator.add(request(1, "grad/fc2")).is_ok());
+
+  // Nothing has waited 60 s yet.
+  CHECK(coordinator.stall_report(start + seconds(59), seconds(60)).empty());
+
+  std::vector<std::string> report = coordinator.stall_report(start + seconds(61), seconds(60));
+  REQUIRE(report.size() == 1);
+  CHECK(
+      report[0] ==
+      "allreduce 'grad/fc1' has waited 61.0 s: submitted by ranks [0, 2], missing on ranks [1, 3]");
+  // Reported once, even as it keeps waiting; grad/fc2 comes due later.
+  report = coordinator.stall_report(start + seconds(111), seconds(60));
+  REQUIRE(report.size() == 1);
+  CHECK(
+      report[0] ==
+      "allreduce 'grad/fc2' has waited 61.0 s: submitted by ranks [1], missing on ranks [0, 2, 3]");
+  CHECK(coordinator.stall_report(start + seconds(500), seconds(60)).empty());
+
+  // A name that completes is never reported.
+  REQUIRE(coordinator.add(request(1, "grad/fc1")).is_ok());
+  REQUIRE(coordinator.add(request(3, "grad/fc1")).is_ok());
+  CHECK(coordinator.take_ready().size() == 1);
+  CHECK(coordinator.num_pending() == 1);
+}
+
+}  // namespace herd::detail
