@@ -61,7 +61,14 @@ void BackgroundLoop::run() {
 }
 
 Status BackgroundLoop::run_cycle(bool* stop) {
-  queue_.wait_for_work(cycle_time_);
+  // Sleep only when this rank waits for nothing. While a tensor here waits for
+  // other ranks, go straight into the next agreement, which blocks in MPI
+  // until the slowest rank's loop joins it: a rank whose submission arrives
+  // late then finds the others already waiting, instead of waiting for them
+  // to wake from a sleep of up to a whole cycle.
+  if (cached_pending_.empty() && negotiating_.empty() && uncached_.empty()) {
+    queue_.wait_for_work(cycle_time_);
+  }
   for (TensorEntry& entry : queue_.drain()) classify(std::move(entry));
 
   CycleBits bits;

@@ -113,6 +113,9 @@ int main() {
     rec.fail("before shutdown", std::string("threw: ") + e.what());
   }
 
+  // Any rank's shutdown ends every rank's loop at once, so the checks above
+  // must be done everywhere before the first rank shuts down.
+  MPI_Barrier(MPI_COMM_WORLD);
   try {
     herd::shutdown();
     rec.pass();
