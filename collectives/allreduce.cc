@@ -6,152 +6,20 @@
 // one, and only the transport splits at its own limits.
 #include "collectives/allreduce.h"
 
-#include <algorithm>
 #include <cstring>
-#include <string>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "collectives/chunking.h"
+#include "collectives/ring_phases.h"
+#include "collectives/tags.h"
+#include "collectives/transfer_util.h"
 #include "common/enforce.h"
 
 namespace herd::collectives {
-namespace {
 
-// One tag per algorithm and phase, so that a message of one phase can never
-// be matched by a receive of another.
-constexpr int kRingReduceScatterTag = 101;
-constexpr int kRingAllgatherTag = 102;
-constexpr int kRecursiveDoublingFoldInTag = 111;
-constexpr int kRecursiveDoublingExchangeTag = 112;
-constexpr int kRecursiveDoublingFoldOutTag = 113;
-
-// Number of receive slots of a reduce-scatter step: one segment is reduced
-// while the next one is being received.
-constexpr int kReceiveSlots = 2;
-
-unsigned char* element_at(void* buf, int64_t offset, std::size_t element_size) {
-  return static_cast<unsigned char*>(buf) + static_cast<std::size_t>(offset) * element_size;
-}
-
-std::size_t byte_size(int64_t count, std::size_t element_size) {
-  return static_cast<std::size_t>(count) * element_size;
-}
-
-// a mod p in [0, p), for a possibly negative a.
-int wrap(int a, int p) { return ((a % p) + p) % p; }
-
-// Where a transfer runs, for its error message: "ring allreduce
-// reduce-scatter step 1 (rank 2, recv from 1): ...".
-struct Where {
-  const char* algorithm;
-  const char* phase;
-  int step;
-  int rank;
-};
-
-// Waits for `transfer` with `peer`; a failure gets the algorithm, phase, step,
-// rank, direction ("send to" or "recv from") and peer in front.
-Status finish(PendingTransfer& transfer, const Where& where, const char* direction, int peer) {
-  Status status = transfer.wait();
-  if (status.is_ok()) return status;
-  return status.with_context(fmt::format("{} {} step {} (rank {}, {} {}): ", where.algorithm,
-                                         where.phase, where.step, where.rank, direction, peer));
-}
-
-// Waits for every transfer of `transfers` with `peer`, in order, releasing
-// each, and returns the first failure.
-Status finish_all(std::vector<std::unique_ptr<PendingTransfer>>& transfers, const Where& where,
-                  const char* direction, int peer) {
-  for (auto& transfer : transfers) {
-    Status status = finish(*transfer, where, direction, peer);
-    transfer.reset();
-    HERD_RETURN_IF_ERROR(status);
-  }
-  return Status::ok();
-}
-
-// The ring neighbours of a rank: it receives from left and sends to right.
-struct Neighbours {
-  int left;
-  int right;
-};
-
-// Reduce-scatter step `step` of rank r: send chunk (r - step) mod p to the
-// right neighbour and reduce chunk (r - step - 1) mod p, received from the
-// left neighbour, into buf. Every segment of the send chunk is posted at
-// once. The receive chunk comes through the receive slots: segment k lands in
-// slot k % 2; once it has arrived it is reduced into buf while segment k + 1
-// is still arriving in the other slot, and then the freed slot takes the
-// receive of segment k + 2.
-Status reduce_scatter_step(void* buf, int64_t count, std::size_t element_size,
-                           const ops::ReduceFn& reduce, Transport& transport, int64_t segment_count,
-                           std::vector<unsigned char> (&slots)[kReceiveSlots],
-                           const Neighbours& ring, const Where& where) {
-  const int p = transport.size();
-  const Range send_chunk = chunk_range(count, p, wrap(where.rank - where.step, p));
-  const Range recv_chunk = chunk_range(count, p, wrap(where.rank - where.step - 1, p));
-
-  std::vector<std::unique_ptr<PendingTransfer>> sends;
-  for (const Range& segment : split_into_segments(send_chunk, segment_count)) {
-    sends.push_back(transport.isend(element_at(buf, segment.offset, element_size),
-                                    byte_size(segment.count, element_size), ring.right,
-                                    kRingReduceScatterTag));
-  }
-
-  const std::vector<Range> recv_segments = split_into_segments(recv_chunk, segment_count);
-  const int64_t num_recv_segments = static_cast<int64_t>(recv_segments.size());
-  std::unique_ptr<PendingTransfer> receives[kReceiveSlots];
-  auto post_receive = [&](int64_t k) {
-    const int slot = static_cast<int>(k % kReceiveSlots);
-    receives[slot] =
-        transport.irecv(slots[slot].data(),
-                        byte_size(recv_segments[static_cast<std::size_t>(k)].count, element_size),
-                        ring.left, kRingReduceScatterTag);
-  };
-  for (int64_t k = 0; k < std::min<int64_t>(kReceiveSlots, num_recv_segments); ++k) {
-    post_receive(k);
-  }
-  for (int64_t k = 0; k < num_recv_segments; ++k) {
-    const int slot = static_cast<int>(k % kReceiveSlots);
-    Status status = finish(*receives[slot], where, "recv from", ring.left);
-    receives[slot].reset();
-    HERD_RETURN_IF_ERROR(status);
-    const Range& segment = recv_segments[static_cast<std::size_t>(k)];
-    reduce(element_at(buf, segment.offset, element_size), slots[slot].data(), segment.count);
-    if (k + kReceiveSlots < num_recv_segments) post_receive(k + kReceiveSlots);
-  }
-  return finish_all(sends, where, "send to", ring.right);
-}
-
-// Allgather step `step` of rank r: send the finished chunk (r + 1 - step)
-// mod p to the right neighbour and receive the finished chunk (r - step) mod p
-// from the left neighbour straight into buf, overwriting the partial sums
-// there. The two chunks differ, so all segments of both go out at once.
-Status allgather_step(void* buf, int64_t count, std::size_t element_size, Transport& transport,
-                      int64_t segment_count, const Neighbours& ring, const Where& where) {
-  const int p = transport.size();
-  const Range send_chunk = chunk_range(count, p, wrap(where.rank + 1 - where.step, p));
-  const Range recv_chunk = chunk_range(count, p, wrap(where.rank - where.step, p));
-
-  std::vector<std::unique_ptr<PendingTransfer>> receives;
-  for (const Range& segment : split_into_segments(recv_chunk, segment_count)) {
-    receives.push_back(transport.irecv(element_at(buf, segment.offset, element_size),
-                                       byte_size(segment.count, element_size), ring.left,
-                                       kRingAllgatherTag));
-  }
-  std::vector<std::unique_ptr<PendingTransfer>> sends;
-  for (const Range& segment : split_into_segments(send_chunk, segment_count)) {
-    sends.push_back(transport.isend(element_at(buf, segment.offset, element_size),
-                                    byte_size(segment.count, element_size), ring.right,
-                                    kRingAllgatherTag));
-  }
-  HERD_RETURN_IF_ERROR(finish_all(receives, where, "recv from", ring.left));
-  return finish_all(sends, where, "send to", ring.right);
-}
-
-}  // namespace
+using detail::byte_size;
+using detail::finish;
+using detail::Where;
 
 AllreduceAlgorithm choose_allreduce_algorithm(std::size_t bytes, int ranks,
                                               const AllreduceOptions& options) {
@@ -173,12 +41,14 @@ Status allreduce(void* buf, int64_t count, std::size_t element_size, const ops::
 }
 
 // Ring allreduce on p ranks: the buffer of `count` elements is cut into p
-// chunks (chunk_range), and each chunk into segments of segment_count =
-// segment_bytes / element_size elements (at least one). p - 1 reduce-scatter
-// steps leave rank r with the complete result of chunk (r + 1) mod p; p - 1
-// allgather steps then pass the finished chunks around the ring. Each chunk
-// is reduced along one path and finished on one rank, then copied, so every
-// rank ends with the same bits even for non-associative float math.
+// chunks (chunk_range), the blocks of the two ring phases (ring_phases.h),
+// and each chunk into segments of segment_count = segment_bytes /
+// element_size elements (at least one). Rank r owns chunk (r + 1) mod p:
+// p - 1 reduce-scatter steps leave it with the complete result of that
+// chunk, and p - 1 allgather steps then pass the finished chunks around the
+// ring. Each chunk is reduced along one path and finished on one rank, then
+// copied, so every rank ends with the same bits even for non-associative
+// float math.
 Status ring_allreduce(void* buf, int64_t count, std::size_t element_size,
                       const ops::ReduceFn& reduce, Transport& transport,
                       std::size_t segment_bytes) {
@@ -186,28 +56,19 @@ Status ring_allreduce(void* buf, int64_t count, std::size_t element_size,
   HERD_ENFORCE_GE(element_size, std::size_t{1});
   const int p = transport.size();
   if (p == 1 || count == 0) return Status::ok();
-  const int rank = transport.rank();
-  const Neighbours ring{wrap(rank - 1, p), wrap(rank + 1, p)};
-  const int64_t segment_count =
-      std::max<int64_t>(1, static_cast<int64_t>(segment_bytes / element_size));
+  std::vector<Range> chunks;
+  chunks.reserve(static_cast<std::size_t>(p));
+  for (int index = 0; index < p; ++index) chunks.push_back(chunk_range(count, p, index));
+  const int64_t segment_count = detail::segment_count_for(segment_bytes, element_size);
+  constexpr int kOwnedChunkShift = 1;
 
-  // Chunk 0 is the largest, so a slot of min(segment_count, its count)
-  // elements holds any received segment.
-  const int64_t slot_count = std::min(segment_count, chunk_range(count, p, 0).count);
-  std::vector<unsigned char> slots[kReceiveSlots];
-  for (auto& slot : slots) slot.resize(byte_size(slot_count, element_size));
-
-  for (int step = 0; step < p - 1; ++step) {
-    const Where where{"ring allreduce", "reduce-scatter", step, rank};
-    HERD_RETURN_IF_ERROR(reduce_scatter_step(buf, count, element_size, reduce, transport,
-                                             segment_count, slots, ring, where));
-  }
-  for (int step = 0; step < p - 1; ++step) {
-    const Where where{"ring allreduce", "allgather", step, rank};
-    HERD_RETURN_IF_ERROR(
-        allgather_step(buf, count, element_size, transport, segment_count, ring, where));
-  }
-  return Status::ok();
+  const detail::RingPhase reduce_scatter{"ring allreduce", detail::kRingAllreduceReduceScatterTag,
+                                         segment_count, kOwnedChunkShift};
+  HERD_RETURN_IF_ERROR(detail::ring_reduce_scatter_phase(buf, chunks, element_size, reduce,
+                                                         transport, reduce_scatter));
+  const detail::RingPhase allgather{"ring allreduce", detail::kRingAllreduceAllgatherTag,
+                                    segment_count, kOwnedChunkShift};
+  return detail::ring_allgather_phase(buf, chunks, element_size, transport, allgather);
 }
 
 // Recursive doubling on any p. Let p2 be the largest power of two <= p and
@@ -244,10 +105,11 @@ Status recursive_doubling_allreduce(void* buf, int64_t count, std::size_t elemen
 
   if (folded && rank % 2 == 0) {
     const int partner = rank + 1;
-    HERD_RETURN_IF_ERROR(finish(*transport.isend(buf, bytes, partner, kRecursiveDoublingFoldInTag),
-                                fold_in, "send to", partner));
-    return finish(*transport.irecv(buf, bytes, partner, kRecursiveDoublingFoldOutTag), fold_out,
-                  "recv from", partner);
+    HERD_RETURN_IF_ERROR(
+        finish(*transport.isend(buf, bytes, partner, detail::kRecursiveDoublingFoldInTag), fold_in,
+               "send to", partner));
+    return finish(*transport.irecv(buf, bytes, partner, detail::kRecursiveDoublingFoldOutTag),
+                  fold_out, "recv from", partner);
   }
 
   std::vector<unsigned char> scratch(bytes);
@@ -263,9 +125,9 @@ Status recursive_doubling_allreduce(void* buf, int64_t count, std::size_t elemen
 
   if (folded) {
     const int partner = rank - 1;
-    HERD_RETURN_IF_ERROR(
-        finish(*transport.irecv(scratch.data(), bytes, partner, kRecursiveDoublingFoldInTag),
-               fold_in, "recv from", partner));
+    HERD_RETURN_IF_ERROR(finish(
+        *transport.irecv(scratch.data(), bytes, partner, detail::kRecursiveDoublingFoldInTag),
+        fold_in, "recv from", partner));
     combine(partner);
   }
 
@@ -274,8 +136,9 @@ Status recursive_doubling_allreduce(void* buf, int64_t count, std::size_t elemen
   int step = 0;
   for (int mask = 1; mask < p2; mask <<= 1, ++step) {
     const int partner = real_rank(vrank ^ mask);
-    auto receive = transport.irecv(scratch.data(), bytes, partner, kRecursiveDoublingExchangeTag);
-    auto send = transport.isend(buf, bytes, partner, kRecursiveDoublingExchangeTag);
+    auto receive =
+        transport.irecv(scratch.data(), bytes, partner, detail::kRecursiveDoublingExchangeTag);
+    auto send = transport.isend(buf, bytes, partner, detail::kRecursiveDoublingExchangeTag);
     const Where exchange{kAlgorithm, "exchange", step, rank};
     Status sent = finish(*send, exchange, "send to", partner);
     Status received = finish(*receive, exchange, "recv from", partner);
@@ -286,8 +149,9 @@ Status recursive_doubling_allreduce(void* buf, int64_t count, std::size_t elemen
 
   if (folded) {
     const int partner = rank - 1;
-    HERD_RETURN_IF_ERROR(finish(*transport.isend(buf, bytes, partner, kRecursiveDoublingFoldOutTag),
-                                fold_out, "send to", partner));
+    HERD_RETURN_IF_ERROR(
+        finish(*transport.isend(buf, bytes, partner, detail::kRecursiveDoublingFoldOutTag),
+               fold_out, "send to", partner));
   }
   return Status::ok();
 }

@@ -74,14 +74,105 @@ int local_size() {
 }
 
 Handle allreduce_async(const std::string& name, TensorView input, TensorView output, ReduceOp op,
-                       double prescale, double postscale) {
+                       double prescale, double postscale, const ProcessSet& process_set) {
   std::shared_lock<std::shared_mutex> lock(g_runtime_mutex);
-  return running("allreduce_async").allreduce_async(name, input, output, op, prescale, postscale);
+  return running("allreduce_async")
+      .allreduce_async(name, input, output, op, prescale, postscale, process_set);
 }
 
 void allreduce(const std::string& name, TensorView input, TensorView output, ReduceOp op,
-               double prescale, double postscale) {
-  wait(allreduce_async(name, std::move(input), std::move(output), op, prescale, postscale));
+               double prescale, double postscale, const ProcessSet& process_set) {
+  wait(allreduce_async(name, std::move(input), std::move(output), op, prescale, postscale,
+                       process_set));
+}
+
+Handle allgather_async(const std::string& name, TensorView input, Tensor* output,
+                       const ProcessSet& process_set) {
+  std::shared_lock<std::shared_mutex> lock(g_runtime_mutex);
+  return running("allgather_async").allgather_async(name, input, output, process_set);
+}
+
+void allgather(const std::string& name, TensorView input, Tensor* output,
+               const ProcessSet& process_set) {
+  wait(allgather_async(name, std::move(input), output, process_set));
+}
+
+Handle broadcast_async(const std::string& name, TensorView inout, int root,
+                       const ProcessSet& process_set) {
+  std::shared_lock<std::shared_mutex> lock(g_runtime_mutex);
+  return running("broadcast_async").broadcast_async(name, inout, root, process_set);
+}
+
+void broadcast(const std::string& name, TensorView inout, int root, const ProcessSet& process_set) {
+  wait(broadcast_async(name, std::move(inout), root, process_set));
+}
+
+Handle alltoall_async(const std::string& name, TensorView input, std::vector<int64_t> splits,
+                      Tensor* output, std::vector<int64_t>* received_splits,
+                      const ProcessSet& process_set) {
+  std::shared_lock<std::shared_mutex> lock(g_runtime_mutex);
+  return running("alltoall_async")
+      .alltoall_async(name, input, std::move(splits), output, received_splits, process_set);
+}
+
+void alltoall(const std::string& name, TensorView input, std::vector<int64_t> splits,
+              Tensor* output, std::vector<int64_t>* received_splits,
+              const ProcessSet& process_set) {
+  wait(alltoall_async(name, std::move(input), std::move(splits), output, received_splits,
+                      process_set));
+}
+
+Handle reducescatter_async(const std::string& name, TensorView input, Tensor* output, ReduceOp op,
+                           double prescale, double postscale, const ProcessSet& process_set) {
+  std::shared_lock<std::shared_mutex> lock(g_runtime_mutex);
+  return running("reducescatter_async")
+      .reducescatter_async(name, input, output, op, prescale, postscale, process_set);
+}
+
+void reducescatter(const std::string& name, TensorView input, Tensor* output, ReduceOp op,
+                   double prescale, double postscale, const ProcessSet& process_set) {
+  wait(reducescatter_async(name, std::move(input), output, op, prescale, postscale, process_set));
+}
+
+Handle grouped_allreduce_async(const std::vector<std::string>& names,
+                               const std::vector<TensorView>& inputs,
+                               const std::vector<TensorView>& outputs, ReduceOp op, double prescale,
+                               double postscale, const ProcessSet& process_set) {
+  std::shared_lock<std::shared_mutex> lock(g_runtime_mutex);
+  return running("grouped_allreduce_async")
+      .grouped_allreduce_async(names, inputs, outputs, op, prescale, postscale, process_set);
+}
+
+void grouped_allreduce(const std::vector<std::string>& names, const std::vector<TensorView>& inputs,
+                       const std::vector<TensorView>& outputs, ReduceOp op, double prescale,
+                       double postscale, const ProcessSet& process_set) {
+  wait(grouped_allreduce_async(names, inputs, outputs, op, prescale, postscale, process_set));
+}
+
+void barrier(const ProcessSet& process_set) {
+  Handle handle;
+  {
+    std::shared_lock<std::shared_mutex> lock(g_runtime_mutex);
+    handle = running("barrier").barrier_async(process_set);
+  }
+  wait(handle);
+}
+
+// Set management is collective and changes the runtime's tables: it runs
+// alone, with no submission in flight on this rank.
+ProcessSet add_process_set(std::vector<int> ranks) {
+  std::unique_lock<std::shared_mutex> lock(g_runtime_mutex);
+  return running("add_process_set").add_process_set(std::move(ranks));
+}
+
+void remove_process_set(const ProcessSet& process_set) {
+  std::unique_lock<std::shared_mutex> lock(g_runtime_mutex);
+  running("remove_process_set").remove_process_set(process_set);
+}
+
+ProcessSet global_process_set() {
+  std::shared_lock<std::shared_mutex> lock(g_runtime_mutex);
+  return running("global_process_set").global_process_set();
 }
 
 bool poll(const Handle& handle) {

@@ -12,9 +12,6 @@
 namespace herd::detail {
 namespace {
 
-constexpr const char* kShutDownReason =
-    "herd was shut down (herd::shutdown on some rank) before the operation completed";
-
 collectives::AllreduceOptions allreduce_options(const Config& config) {
   collectives::AllreduceOptions options;
   options.segment_bytes = static_cast<std::size_t>(config.ring_segment_bytes);
@@ -25,14 +22,19 @@ collectives::AllreduceOptions allreduce_options(const Config& config) {
 }  // namespace
 
 BackgroundLoop::BackgroundLoop(const Config& config, TensorQueue& queue, ControlChannel& control,
-                               collectives::Transport& transport)
+                               collectives::Transport& transport, std::vector<int> global_ranks,
+                               std::string stop_reason)
     : config_(config),
+      global_ranks_(std::move(global_ranks)),
+      stop_reason_(std::move(stop_reason)),
       cycle_time_(static_cast<int64_t>(config.cycle_time_ms * 1000.0)),
       queue_(queue),
       control_(control),
       executor_(transport, allreduce_options(config)),
+      collective_executor_(transport, executor_,
+                           static_cast<std::size_t>(config.ring_segment_bytes)),
       cache_(static_cast<std::size_t>(config.cache_capacity)) {
-  if (control_.rank() == 0) coordinator_.emplace(control_.size());
+  if (control_.rank() == 0) coordinator_.emplace(control_.size(), global_ranks_);
 }
 
 void BackgroundLoop::request_shutdown() {
@@ -52,7 +54,7 @@ void BackgroundLoop::run() {
         break;
       }
     }
-    if (stop) reason = kShutDownReason;
+    if (stop) reason = stop_reason_;
   } catch (const std::exception& error) {
     reason = std::string("herd stopped after an internal error: ") + error.what();
     HERD_LOG(kError, "{}", reason);
@@ -133,7 +135,7 @@ void BackgroundLoop::report_stalls() {
     entry.stall_reported = true;
     const std::chrono::duration<double> waited = now - entry.submitted;
     HERD_LOG(kWarning, "{} has waited {:.1f} s on rank {} for the other ranks to submit it",
-             entry.handle->description(), waited.count(), control_.rank());
+             entry.handle->description(), waited.count(), global_ranks_[control_.rank()]);
   }
 }
 
@@ -201,7 +203,10 @@ Status BackgroundLoop::negotiate(std::vector<Agreed>* agreed) {
       return Status::error(fmt::format("rank 0 answered for '{}', which rank {} has not requested",
                                        response.name, control_.rank()));
     }
-    if (response.type != ResponseType::kError) (void)cache_.put(response);
+    // Barrier names are used once each, so caching them would only evict.
+    if (response.type != ResponseType::kError && response.collective != CollectiveType::kBarrier) {
+      (void)cache_.put(response);
+    }
     agreed->push_back(Agreed{std::move(response), std::move(pending->second)});
     negotiating_.erase(pending);
   }
@@ -240,9 +245,11 @@ Status BackgroundLoop::execute(std::vector<Agreed>* agreed) {
     std::vector<TensorEntry*> entries;
     for (std::size_t member : group.members) entries.push_back(&(*agreed)[member].entry);
     const Response& spec = responses[group.members.front()];
-    HERD_LOG(kTrace, "allreduce of {} tensor(s), {} bytes, first '{}'", entries.size(),
-             group.total_bytes, spec.name);
-    const Status status = executor_.allreduce(spec, entries);
+    HERD_LOG(kTrace, "{} of {} tensor(s), {} bytes, first '{}'", to_string(spec.collective),
+             entries.size(), group.total_bytes, spec.name);
+    const Status status = spec.collective == CollectiveType::kAllreduce
+                              ? executor_.allreduce(spec, entries)
+                              : collective_executor_.execute(spec, *entries.front());
     for (TensorEntry* entry : entries) {
       complete(*entry, status.with_context(entry->handle->description() + ": "));
     }

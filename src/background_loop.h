@@ -26,6 +26,7 @@
 
 #include "collectives/transport.h"
 #include "common/status.h"
+#include "src/collective_executor.h"
 #include "src/config.h"
 #include "src/control_channel.h"
 #include "src/coordinator.h"
@@ -37,8 +38,12 @@ namespace herd::detail {
 
 class BackgroundLoop {
  public:
+  // `global_ranks` names the members of this loop's process set by their
+  // global ranks (for messages); `stop_reason` is what pending operations
+  // fail with when the set stops.
   BackgroundLoop(const Config& config, TensorQueue& queue, ControlChannel& control,
-                 collectives::Transport& transport);
+                 collectives::Transport& transport, std::vector<int> global_ranks,
+                 std::string stop_reason);
 
   // The thread body. Returns once the loop has stopped and failed everything
   // still pending.
@@ -68,10 +73,13 @@ class BackgroundLoop {
   void fail_everything(const std::string& reason, std::vector<Agreed>* in_flight);
 
   const Config config_;
+  const std::vector<int> global_ranks_;
+  const std::string stop_reason_;
   const std::chrono::microseconds cycle_time_;
   TensorQueue& queue_;
   ControlChannel& control_;
   FusionExecutor executor_;
+  CollectiveExecutor collective_executor_;
   std::atomic<bool> shutdown_requested_{false};
 
   ResponseCache cache_;

@@ -59,6 +59,30 @@ std::optional<LogLevel> parse_log_level(std::string_view text) {
   return std::nullopt;
 }
 
+// "0,2;1,3" -> {{0,2},{1,3}}; "" -> {}. Ranges are checked at init, when
+// the job's size is known.
+std::optional<std::vector<std::vector<int>>> parse_rank_lists(std::string_view text) {
+  std::vector<std::vector<int>> lists;
+  if (text.empty()) return lists;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t end = std::min(text.find(';', start), text.size());
+    std::string_view list = text.substr(start, end - start);
+    std::vector<int> ranks;
+    std::size_t at = 0;
+    while (at <= list.size()) {
+      const std::size_t comma = std::min(list.find(',', at), list.size());
+      auto rank = parse_integer(list.substr(at, comma - at), 0, std::numeric_limits<int>::max());
+      if (!rank) return std::nullopt;
+      ranks.push_back(static_cast<int>(*rank));
+      at = comma + 1;
+    }
+    lists.push_back(std::move(ranks));
+    start = end + 1;
+  }
+  return lists;
+}
+
 Status bad_value(const char* variable, std::string_view text, std::string_view expected) {
   return Status::error(fmt::format("{}='{}': expected {}", variable, text, expected));
 }
@@ -76,7 +100,7 @@ constexpr int64_t kMaxCacheCapacity = int64_t{1} << 20;
 constexpr int64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
 
 // The one list of settings, in the order docs/configuration.md shows them.
-const std::array<Setting, 7> kSettings = {{
+const std::array<Setting, 8> kSettings = {{
     {"HERD_FUSION_THRESHOLD", "67108864",
      "Most bytes packed into one fusion buffer; 0 turns fusion off, so every "
      "tensor is reduced on its own.",
@@ -145,6 +169,19 @@ const std::array<Setting, 7> kSettings = {{
        auto value = parse_non_negative_decimal(text);
        if (!value) return bad_value(variable, text, "a non-negative number of seconds");
        config->stall_check_seconds = *value;
+       return Status::ok();
+     }},
+    {"HERD_PROCESS_SETS", "",
+     "Process sets made at init: rank lists separated by ';', ranks by ',' "
+     "(\"0,2;1,3\" makes {0,2} as set 1 and {1,3} as set 2); empty makes none.",
+     [](const char* variable, std::string_view text, Config* config) {
+       auto value = parse_rank_lists(text);
+       if (!value) {
+         return bad_value(variable, text,
+                          "rank lists like 0,2;1,3 (non-negative integers, ',' within a set, ';' "
+                          "between sets)");
+       }
+       config->process_sets = *value;
        return Status::ok();
      }},
 }};

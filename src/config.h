@@ -36,6 +36,9 @@ struct Config {
   // HERD_STALL_CHECK_TIME: seconds a tensor may wait for other ranks before
   // herd logs a warning naming it and the ranks it waits for; 0 disables.
   double stall_check_seconds = 60.0;
+  // HERD_PROCESS_SETS: process sets made at init, e.g. "0,2;1,3" for the
+  // sets {0,2} and {1,3}; they get ids 1, 2, ... in that order.
+  std::vector<std::vector<int>> process_sets;
 };
 
 // Returns the value of an environment variable, or nullptr when unset.

@@ -2,6 +2,7 @@
 // rank's Request. Runs on rank 0's background thread; no MPI.
 #include "src/coordinator.h"
 
+#include <algorithm>
 #include <utility>
 
 #include <fmt/format.h>
@@ -11,19 +12,18 @@
 namespace herd::detail {
 namespace {
 
-ResponseType execute_type(CollectiveType collective) {
-  switch (collective) {
-    case CollectiveType::kAllreduce: return ResponseType::kAllreduce;
-  }
-  HERD_ENFORCE(false && "unknown CollectiveType");
-}
-
 // How each compared field reads in a mismatch clause.
 std::string show(CollectiveType type) { return to_string(type); }
 std::string show(DataType dtype) { return to_string(dtype); }
 std::string show(ReduceOp op) { return to_string(op); }
 std::string show(const std::vector<int64_t>& shape) { return shape_to_string(shape); }
 std::string show(const Device& device) { return to_string(device); }
+std::string show(int32_t root) { return std::to_string(root); }
+std::string show(const std::vector<std::vector<int64_t>>& shapes) {
+  std::vector<std::string> parts;
+  for (const auto& shape : shapes) parts.push_back(shape_to_string(shape));
+  return fmt::format("{{{}}}", fmt::join(parts, ", "));
+}
 // fmt's "{}" prints a double in its shortest round-trip form, so two scales
 // that differ only in the last bit still print differently.
 std::string show(double scale) { return fmt::format("{}", scale); }
@@ -32,9 +32,13 @@ std::string show(double scale) { return fmt::format("{}", scale); }
 // rank's value differs from rank 0's. Every rank's value is listed, not just
 // the odd one out: with several ranks the user cannot otherwise tell which
 // side is the majority, or whether there even is one.
+int label_of(const std::vector<int>& labels, std::size_t rank) {
+  return labels.empty() ? static_cast<int>(rank) : labels[rank];
+}
+
 template <typename T>
 void check_field(const char* field, T Request::*member, const std::vector<Request>& requests,
-                 std::vector<std::string>* clauses) {
+                 const std::vector<int>& labels, std::vector<std::string>* clauses) {
   const T& first = requests[0].*member;
   bool differs = false;
   for (const Request& r : requests) differs = differs || !(r.*member == first);
@@ -42,26 +46,65 @@ void check_field(const char* field, T Request::*member, const std::vector<Reques
   std::string clause = fmt::format("{} mismatch: ", field);
   for (std::size_t rank = 0; rank < requests.size(); ++rank) {
     if (rank > 0) clause += ", ";
-    clause += fmt::format("rank {} {}", rank, show(requests[rank].*member));
+    clause += fmt::format("rank {} {}", label_of(labels, rank), show(requests[rank].*member));
+  }
+  clauses->push_back(std::move(clause));
+}
+
+// For allgather and alltoall, where ranks may differ in the first dimension:
+// the number of dimensions and every extent after the first must agree.
+void check_trailing_shape(const std::vector<Request>& requests, const std::vector<int>& labels,
+                          std::vector<std::string>* clauses) {
+  auto trailing_equal = [](const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+    return a.size() == b.size() && (a.empty() || std::equal(a.begin() + 1, a.end(), b.begin() + 1));
+  };
+  bool differs = false;
+  for (const Request& r : requests)
+    differs = differs || !trailing_equal(r.shape, requests[0].shape);
+  if (!differs) return;
+  std::string clause = "shape mismatch beyond the first dimension: ";
+  for (std::size_t rank = 0; rank < requests.size(); ++rank) {
+    if (rank > 0) clause += ", ";
+    clause +=
+        fmt::format("rank {} {}", label_of(labels, rank), shape_to_string(requests[rank].shape));
   }
   clauses->push_back(std::move(clause));
 }
 
 }  // namespace
 
-Response build_response(const std::vector<Request>& requests_by_rank) {
+Response build_response(const std::vector<Request>& requests_by_rank,
+                        const std::vector<int>& rank_labels) {
   HERD_ENFORCE(!requests_by_rank.empty());
   const Request& first = requests_by_rank[0];
 
   // Field order is fixed so that the same disagreement always reads the same.
+  // Other fields mean nothing across different collectives, so a collective
+  // mismatch is reported alone.
   std::vector<std::string> clauses;
-  check_field("collective", &Request::type, requests_by_rank, &clauses);
-  check_field("dtype", &Request::dtype, requests_by_rank, &clauses);
-  check_field("op", &Request::op, requests_by_rank, &clauses);
-  check_field("shape", &Request::shape, requests_by_rank, &clauses);
-  check_field("prescale", &Request::prescale, requests_by_rank, &clauses);
-  check_field("postscale", &Request::postscale, requests_by_rank, &clauses);
-  check_field("device", &Request::device, requests_by_rank, &clauses);
+  check_field("collective", &Request::type, requests_by_rank, rank_labels, &clauses);
+  if (clauses.empty()) {
+    const CollectiveType type = first.type;
+    const bool reduces = type == CollectiveType::kAllreduce ||
+                         type == CollectiveType::kReducescatter ||
+                         type == CollectiveType::kGroupedAllreduce;
+    check_field("dtype", &Request::dtype, requests_by_rank, rank_labels, &clauses);
+    if (reduces) check_field("op", &Request::op, requests_by_rank, rank_labels, &clauses);
+    if (type == CollectiveType::kAllgather || type == CollectiveType::kAlltoall) {
+      check_trailing_shape(requests_by_rank, rank_labels, &clauses);
+    } else if (type == CollectiveType::kGroupedAllreduce) {
+      check_field("shapes", &Request::group_shapes, requests_by_rank, rank_labels, &clauses);
+    } else {
+      check_field("shape", &Request::shape, requests_by_rank, rank_labels, &clauses);
+    }
+    if (type == CollectiveType::kBroadcast)
+      check_field("root", &Request::root, requests_by_rank, rank_labels, &clauses);
+    if (reduces) {
+      check_field("prescale", &Request::prescale, requests_by_rank, rank_labels, &clauses);
+      check_field("postscale", &Request::postscale, requests_by_rank, rank_labels, &clauses);
+    }
+    check_field("device", &Request::device, requests_by_rank, rank_labels, &clauses);
+  }
 
   Response response;
   response.collective = first.type;
@@ -72,8 +115,19 @@ Response build_response(const std::vector<Request>& requests_by_rank) {
   response.postscale = first.postscale;
   response.device = first.device;
   response.shape = first.shape;
+  response.root = first.root;
+  response.group_shapes = first.group_shapes;
+  if (clauses.empty() && first.type == CollectiveType::kAllgather) {
+    for (const Request& r : requests_by_rank)
+      response.rank_extents.push_back(r.shape.empty() ? 0 : r.shape[0]);
+  }
+  if (clauses.empty() && first.type == CollectiveType::kAlltoall) {
+    for (const Request& r : requests_by_rank) {
+      response.rank_extents.insert(response.rank_extents.end(), r.splits.begin(), r.splits.end());
+    }
+  }
   if (clauses.empty()) {
-    response.type = execute_type(first.type);
+    response.type = ResponseType::kExecute;
   } else {
     response.type = ResponseType::kError;
     response.error_message =
@@ -82,7 +136,11 @@ Response build_response(const std::vector<Request>& requests_by_rank) {
   return response;
 }
 
-Coordinator::Coordinator(int num_ranks) : num_ranks_(num_ranks) { HERD_ENFORCE_GE(num_ranks, 1); }
+Coordinator::Coordinator(int num_ranks, std::vector<int> rank_labels)
+    : num_ranks_(num_ranks), rank_labels_(std::move(rank_labels)) {
+  HERD_ENFORCE_GE(num_ranks, 1);
+  HERD_ENFORCE(rank_labels_.empty() || rank_labels_.size() == static_cast<std::size_t>(num_ranks));
+}
 
 Status Coordinator::add(const Request& request) {
   if (request.rank < 0 || request.rank >= num_ranks_) {
@@ -113,7 +171,7 @@ std::vector<Response> Coordinator::take_ready() {
   for (const std::string& name : completed_) {
     auto it = table_.find(name);
     HERD_ENFORCE(it != table_.end());
-    responses.push_back(build_response(it->second.by_rank));
+    responses.push_back(build_response(it->second.by_rank, rank_labels_));
     table_.erase(it);
   }
   completed_.clear();
@@ -130,13 +188,17 @@ std::vector<std::string> Coordinator::stall_report(Clock::time_point now, Clock:
     std::vector<int> submitted;
     std::vector<int> missing;
     for (int rank = 0; rank < num_ranks_; ++rank) {
-      (entry.present[static_cast<std::size_t>(rank)] ? submitted : missing).push_back(rank);
+      (entry.present[static_cast<std::size_t>(rank)] ? submitted : missing).push_back(label(rank));
     }
-    const Request& any = entry.by_rank[static_cast<std::size_t>(submitted.front())];
+    const Request* any = nullptr;
+    for (int rank = 0; rank < num_ranks_ && any == nullptr; ++rank) {
+      if (entry.present[static_cast<std::size_t>(rank)])
+        any = &entry.by_rank[static_cast<std::size_t>(rank)];
+    }
     const std::chrono::duration<double> waited = now - entry.first_request;
     messages.push_back(
         fmt::format("{} '{}' has waited {:.1f} s: submitted by ranks [{}], missing on ranks [{}]",
-                    to_string(any.type), name, waited.count(), fmt::join(submitted, ", "),
+                    to_string(any->type), name, waited.count(), fmt::join(submitted, ", "),
                     fmt::join(missing, ", ")));
   }
   return messages;

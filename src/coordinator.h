@@ -21,11 +21,15 @@ namespace herd::detail {
 // message names the tensor, each field that differs and every rank's value:
 //   "allreduce 'grad/fc1': shape mismatch: rank 0 [4,3], rank 1 [4,2]"
 // Several differing fields are joined with "; ".
-Response build_response(const std::vector<Request>& requests_by_rank);
+// In a process set, `rank_labels[i]` is the global rank of the set's i-th
+// member, and messages name ranks by it; empty means the identity.
+Response build_response(const std::vector<Request>& requests_by_rank,
+                        const std::vector<int>& rank_labels = {});
 
 class Coordinator {
  public:
-  explicit Coordinator(int num_ranks);
+  // rank_labels as in build_response: the global rank of each member.
+  explicit Coordinator(int num_ranks, std::vector<int> rank_labels = {});
 
   // Records one request. A second request for a name that the same rank
   // already has pending here fails (the rank broke the one-pending rule).
@@ -59,7 +63,10 @@ class Coordinator {
     bool stall_reported = false;
   };
 
+  int label(int rank) const { return rank_labels_.empty() ? rank : rank_labels_[rank]; }
+
   int num_ranks_;
+  std::vector<int> rank_labels_;
   std::map<std::string, Entry> table_;
   std::vector<std::string> completed_;  // in completion order
   Clock::time_point (*now_)() = &Clock::now;

@@ -38,7 +38,8 @@ std::vector<FusionGroup> plan_fusion(const std::vector<Response>& responses,
     if (response.type == ResponseType::kError) continue;
     const std::size_t bytes = response.num_bytes();
 
-    if (threshold == 0 || bytes > threshold) {
+    // Only plain allreduces fuse; every other collective runs on its own.
+    if (threshold == 0 || bytes > threshold || response.collective != CollectiveType::kAllreduce) {
       groups.push_back({{i}, bytes});
       continue;
     }

@@ -17,7 +17,8 @@ struct FusionGroup {
   std::size_t total_bytes = 0;
 };
 
-// Groups execute responses (errors are skipped: the caller fails them) so that
+// Groups execute responses (errors are skipped: the caller fails them; every
+// collective but a plain allreduce is a group of its own) so that
 // members of a group have the same collective, dtype, op, prescale, postscale
 // and device, and a group's total bytes stay within threshold_bytes. A
 // response larger than the threshold is a group of its own; threshold 0 gives

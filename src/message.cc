@@ -3,9 +3,11 @@
 // Wire format, every integer little-endian whatever the host:
 //   list      := version:u8 kind:u8 count:u32 entry*count
 //   request   := rank:i32 collective:u8 name dtype:u8 op:u8 prescale:f64
-//                postscale:f64 device shape
+//                postscale:f64 device shape root:i32 splits:shape group_shapes
 //   response  := type:u8 collective:u8 name dtype:u8 op:u8 prescale:f64
-//                postscale:f64 device shape error_message
+//                postscale:f64 device shape root:i32 rank_extents:shape
+//                group_shapes error_message
+//   group_shapes := count:u32 shape*count
 //   name, error_message := length:u32 bytes
 //   device    := type:u8 index:i32
 //   shape     := ndims:u32 extent:i64*ndims
@@ -14,6 +16,7 @@
 // from being decoded as a ResponseList. Called from the background thread.
 #include "src/message.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -24,14 +27,14 @@
 namespace herd::detail {
 namespace {
 
-constexpr uint8_t kFormatVersion = 1;
+constexpr uint8_t kFormatVersion = 2;
 constexpr uint8_t kRequestListKind = 'Q';
 constexpr uint8_t kResponseListKind = 'R';
 
 // Smallest encoded entries: a count claiming more entries than the remaining
 // bytes could hold is rejected before anything is allocated for them.
-constexpr std::size_t kMinRequestBytes = 4 + 1 + 4 + 1 + 1 + 8 + 8 + 1 + 4 + 4;
-constexpr std::size_t kMinResponseBytes = 1 + 1 + 4 + 1 + 1 + 8 + 8 + 1 + 4 + 4 + 4;
+constexpr std::size_t kMinRequestBytes = 4 + 1 + 4 + 1 + 1 + 8 + 8 + 1 + 4 + 4 + 4 + 4 + 4;
+constexpr std::size_t kMinResponseBytes = 1 + 1 + 4 + 1 + 1 + 8 + 8 + 1 + 4 + 4 + 4 + 4 + 4 + 4;
 
 int64_t product(const std::vector<int64_t>& shape) {
   int64_t n = 1;
@@ -61,6 +64,10 @@ class Writer {
   void shape(const std::vector<int64_t>& shape) {
     length(shape.size());
     for (int64_t extent : shape) i64(extent);
+  }
+  void shapes(const std::vector<std::vector<int64_t>>& shapes) {
+    length(shapes.size());
+    for (const auto& one : shapes) shape(one);
   }
   // Lengths and counts are u32 on the wire; nothing herd sends comes close.
   void length(std::size_t n) {
@@ -121,6 +128,18 @@ class Reader {
     device.type = enumerator("device type", DeviceType::kGPU);
     device.index = i32();
     return device;
+  }
+  std::vector<std::vector<int64_t>> shapes() {
+    uint32_t count = u32();
+    if (!ok()) return {};
+    if (count > remaining() / 4) {
+      fail(fmt::format("truncated {} at byte {}: {} shapes announced, {} bytes left", what_, pos_,
+                       count, remaining()));
+      return {};
+    }
+    std::vector<std::vector<int64_t>> result;
+    for (uint32_t i = 0; i < count && ok(); ++i) result.push_back(shape());
+    return result;
   }
   std::vector<int64_t> shape() {
     uint32_t ndims = u32();
@@ -197,6 +216,12 @@ class Reader {
 const char* to_string(CollectiveType type) {
   switch (type) {
     case CollectiveType::kAllreduce: return "allreduce";
+    case CollectiveType::kAllgather: return "allgather";
+    case CollectiveType::kBroadcast: return "broadcast";
+    case CollectiveType::kAlltoall: return "alltoall";
+    case CollectiveType::kReducescatter: return "reducescatter";
+    case CollectiveType::kBarrier: return "barrier";
+    case CollectiveType::kGroupedAllreduce: return "grouped allreduce";
   }
   return "unknown collective";
 }
@@ -204,21 +229,54 @@ const char* to_string(CollectiveType type) {
 bool Request::same_signature(const Request& other) const {
   return type == other.type && dtype == other.dtype && op == other.op &&
          prescale == other.prescale && postscale == other.postscale && device == other.device &&
-         shape == other.shape;
+         shape == other.shape && root == other.root && splits == other.splits &&
+         group_shapes == other.group_shapes;
 }
 
-int64_t Request::num_elements() const { return product(shape); }
+int64_t Request::num_elements() const {
+  if (type != CollectiveType::kGroupedAllreduce) return product(shape);
+  int64_t total = 0;
+  for (const auto& member : group_shapes) total += product(member);
+  return total;
+}
 
-int64_t Response::num_elements() const { return product(shape); }
+int64_t Response::num_elements() const {
+  if (collective != CollectiveType::kGroupedAllreduce) return product(shape);
+  int64_t total = 0;
+  for (const auto& member : group_shapes) total += product(member);
+  return total;
+}
 
 std::size_t Response::num_bytes() const {
   return static_cast<std::size_t>(num_elements()) * element_size(dtype);
 }
 
 bool Response::matches(const Request& request) const {
-  return type != ResponseType::kError && collective == request.type && name == request.name &&
-         dtype == request.dtype && op == request.op && prescale == request.prescale &&
-         postscale == request.postscale && device == request.device && shape == request.shape;
+  if (type == ResponseType::kError || collective != request.type || name != request.name ||
+      dtype != request.dtype || op != request.op || prescale != request.prescale ||
+      postscale != request.postscale || device != request.device || root != request.root ||
+      group_shapes != request.group_shapes) {
+    return false;
+  }
+  const auto rank = static_cast<std::size_t>(request.rank);
+  switch (collective) {
+    case CollectiveType::kAllgather:
+      // Ranks differ in the first dimension: compare this rank's own.
+      return !request.shape.empty() && shape.size() == request.shape.size() &&
+             std::equal(shape.begin() + 1, shape.end(), request.shape.begin() + 1) &&
+             rank < rank_extents.size() && rank_extents[rank] == request.shape[0];
+    case CollectiveType::kAlltoall: {
+      if (request.shape.empty() || shape.size() != request.shape.size() ||
+          !std::equal(shape.begin() + 1, shape.end(), request.shape.begin() + 1)) {
+        return false;
+      }
+      const std::size_t p = request.splits.size();
+      if (p == 0 || rank_extents.size() != p * p || rank >= p) return false;
+      return std::equal(request.splits.begin(), request.splits.end(),
+                        rank_extents.begin() + static_cast<std::ptrdiff_t>(rank * p));
+    }
+    default: return shape == request.shape;
+  }
 }
 
 std::vector<uint8_t> encode(const RequestList& list) {
@@ -236,6 +294,9 @@ std::vector<uint8_t> encode(const RequestList& list) {
     out.f64(r.postscale);
     out.device(r.device);
     out.shape(r.shape);
+    out.i32(r.root);
+    out.shape(r.splits);
+    out.shapes(r.group_shapes);
   }
   return out.take();
 }
@@ -255,6 +316,9 @@ std::vector<uint8_t> encode(const ResponseList& list) {
     out.f64(r.postscale);
     out.device(r.device);
     out.shape(r.shape);
+    out.i32(r.root);
+    out.shape(r.rank_extents);
+    out.shapes(r.group_shapes);
     out.string(r.error_message);
   }
   return out.take();
@@ -268,7 +332,7 @@ Status decode(const uint8_t* data, std::size_t size, RequestList* list) {
   for (uint32_t i = 0; i < count && in.ok(); ++i) {
     Request r;
     r.rank = in.i32();
-    r.type = in.enumerator("collective", CollectiveType::kAllreduce);
+    r.type = in.enumerator("collective", kLastCollectiveType);
     r.name = in.string();
     r.dtype = in.enumerator("dtype", DataType::kFloat64);
     r.op = in.enumerator("op", ReduceOp::kProduct);
@@ -276,6 +340,9 @@ Status decode(const uint8_t* data, std::size_t size, RequestList* list) {
     r.postscale = in.f64();
     r.device = in.device();
     r.shape = in.shape();
+    r.root = in.i32();
+    r.splits = in.shape();
+    r.group_shapes = in.shapes();
     requests.push_back(std::move(r));
   }
   in.finish();
@@ -292,7 +359,7 @@ Status decode(const uint8_t* data, std::size_t size, ResponseList* list) {
   for (uint32_t i = 0; i < count && in.ok(); ++i) {
     Response r;
     r.type = in.enumerator("response type", ResponseType::kError);
-    r.collective = in.enumerator("collective", CollectiveType::kAllreduce);
+    r.collective = in.enumerator("collective", kLastCollectiveType);
     r.name = in.string();
     r.dtype = in.enumerator("dtype", DataType::kFloat64);
     r.op = in.enumerator("op", ReduceOp::kProduct);
@@ -300,6 +367,9 @@ Status decode(const uint8_t* data, std::size_t size, ResponseList* list) {
     r.postscale = in.f64();
     r.device = in.device();
     r.shape = in.shape();
+    r.root = in.i32();
+    r.rank_extents = in.shape();
+    r.group_shapes = in.shapes();
     r.error_message = in.string();
     responses.push_back(std::move(r));
   }

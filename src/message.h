@@ -19,9 +19,16 @@ namespace herd::detail {
 
 enum class CollectiveType : uint8_t {
   kAllreduce,
+  kAllgather,
+  kBroadcast,
+  kAlltoall,
+  kReducescatter,
+  kBarrier,
+  kGroupedAllreduce,  // several tensors negotiated and reduced as one unit
 };
+constexpr CollectiveType kLastCollectiveType = CollectiveType::kGroupedAllreduce;
 
-// "allreduce": the word error messages start with.
+// "allreduce", "allgather", ...: the word error messages start with.
 const char* to_string(CollectiveType type);
 
 // One rank's readiness for one named tensor.
@@ -35,6 +42,9 @@ struct Request {
   double postscale = 1.0;
   Device device;
   std::vector<int64_t> shape;
+  int32_t root = 0;                                // broadcast
+  std::vector<int64_t> splits;                     // alltoall: rows sent to each rank
+  std::vector<std::vector<int64_t>> group_shapes;  // grouped allreduce: one per member
 
   // Same collective, dtype, op, scales, device and shape (the rank and the
   // name are not compared): what every rank must agree on.
@@ -47,14 +57,14 @@ struct RequestList {
 };
 
 enum class ResponseType : uint8_t {
-  kAllreduce,  // every rank agreed: execute
-  kError,      // the ranks disagreed: fail every rank's handle with error_message
+  kExecute,  // every rank agreed: execute
+  kError,    // the ranks disagreed: fail every rank's handle with error_message
 };
 
 // What every rank does next with one name, decided by the coordinator (or
 // replayed from the response cache) and identical on all ranks.
 struct Response {
-  ResponseType type = ResponseType::kAllreduce;
+  ResponseType type = ResponseType::kExecute;
   CollectiveType collective = CollectiveType::kAllreduce;
   std::string name;
   DataType dtype = DataType::kFloat32;
@@ -62,9 +72,15 @@ struct Response {
   double prescale = 1.0;
   double postscale = 1.0;
   Device device;
-  std::vector<int64_t> shape;
-  std::string error_message;  // kError only
+  std::vector<int64_t> shape;  // rank 0's shape
+  int32_t root = 0;            // broadcast
+  // allgather: every rank's first dimension; alltoall: the p x p matrix of
+  // rows, row-major, [sender * p + receiver].
+  std::vector<int64_t> rank_extents;
+  std::vector<std::vector<int64_t>> group_shapes;  // grouped allreduce
+  std::string error_message;                       // kError only
 
+  // Elements this rank's input holds (for allgather and alltoall, rank 0's).
   int64_t num_elements() const;
   std::size_t num_bytes() const;
   // True when `request` asks for exactly what this (non-error) response does.

@@ -1,7 +1,8 @@
 #include "src/runtime.h"
 
-#include <cmath>
+#include <algorithm>
 #include <cstdint>
+#include <numeric>
 #include <vector>
 
 #include <fmt/format.h>
@@ -9,12 +10,13 @@
 #include "common/logging.h"
 #include "herd/error.h"
 #include "src/handle_state.h"
+#include "src/request_validation.h"
 
 namespace herd::detail {
 namespace {
 
 void check_mpi(int code, const char* call) {
-  if (code != MPI_SUCCESS) throw Error("herd::init: " + collectives::mpi_error_string(call, code));
+  if (code != MPI_SUCCESS) throw Error("herd: " + collectives::mpi_error_string(call, code));
 }
 
 const char* thread_level_name(int level) {
@@ -109,18 +111,17 @@ std::unique_ptr<Runtime> Runtime::start(const Config& config) {
   MPI_Comm_size(local_comm, &runtime->local_size_);
   MPI_Comm_free(&local_comm);
 
-  // Own communicators keep herd's messages apart from the application's and
-  // the control messages apart from the data.
-  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &runtime->control_comm_), "MPI_Comm_dup");
-  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &runtime->data_comm_), "MPI_Comm_dup");
-
+  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &runtime->registry_comm_), "MPI_Comm_dup");
   logging::set_rank(runtime->rank_);
   logging::set_level(config.log_level);
-  runtime->transport_ = std::make_unique<collectives::MpiTransport>(runtime->data_comm_);
-  runtime->control_ = std::make_unique<ControlChannel>(runtime->control_comm_);
-  runtime->loop_ = std::make_unique<BackgroundLoop>(config, runtime->queue_, *runtime->control_,
-                                                    *runtime->transport_);
-  runtime->thread_ = std::thread([loop = runtime->loop_.get()] { loop->run(); });
+
+  std::vector<int> everyone(static_cast<std::size_t>(runtime->size_));
+  std::iota(everyone.begin(), everyone.end(), 0);
+  runtime->set_ranks_[0] = everyone;
+  runtime->member_sets_[0] = std::make_unique<ProcessSetState>(0, everyone, MPI_COMM_WORLD, config);
+  for (const std::vector<int>& ranks : config.process_sets) {
+    runtime->add_process_set(ranks);
+  }
   HERD_LOG(kInfo,
            "started: rank {} of {}, local rank {} of {}, fusion threshold {} bytes, cycle {} ms",
            runtime->rank_, runtime->size_, runtime->local_rank_, runtime->local_size_,
@@ -132,88 +133,125 @@ void Runtime::shutdown() {
   if (stopped_) return;
   stopped_ = true;
   // Also reached from a start() that failed halfway: release what exists.
-  if (loop_) loop_->request_shutdown();
-  if (thread_.joinable()) thread_.join();
-  loop_.reset();
-  control_.reset();
-  transport_.reset();
-  if (control_comm_ != MPI_COMM_NULL) MPI_Comm_free(&control_comm_);
-  if (data_comm_ != MPI_COMM_NULL) MPI_Comm_free(&data_comm_);
+  // Later sets first, the global set last.
+  for (auto it = member_sets_.rbegin(); it != member_sets_.rend(); ++it) it->second->stop();
+  member_sets_.clear();
+  if (registry_comm_ != MPI_COMM_NULL) MPI_Comm_free(&registry_comm_);
   if (owns_mpi_) MPI_Finalize();
   HERD_LOG(kInfo, "shut down");
 }
 
 Runtime::~Runtime() { shutdown(); }
 
-Handle Runtime::allreduce_async(const std::string& name, const TensorView& input,
-                                const TensorView& output, ReduceOp op, double prescale,
-                                double postscale) {
-  const Status valid = validate_allreduce(name, input, output, prescale, postscale);
-  if (!valid.is_ok()) throw Error(valid.message());
+ProcessSet Runtime::global_process_set() const { return ProcessSet(); }
 
-  TensorEntry entry;
-  entry.request.rank = rank_;
-  entry.request.type = CollectiveType::kAllreduce;
-  entry.request.name = name;
-  entry.request.dtype = input.dtype;
-  entry.request.op = op;
-  entry.request.prescale = prescale;
-  entry.request.postscale = postscale;
-  entry.request.device = input.device;
-  entry.request.shape = input.shape;
-  entry.input = input;
-  entry.output = output;
-  entry.handle = std::make_shared<HandleState>(fmt::format("allreduce '{}'", name));
-  Handle handle(entry.handle);
-  const Status queued = queue_.push(std::move(entry));
-  if (!queued.is_ok()) throw Error(queued.message());
-  return handle;
+namespace {
+
+// Every rank's list, gathered on the registry communicator.
+std::vector<std::vector<int>> allgather_lists(const std::vector<int>& mine, MPI_Comm comm,
+                                              int size) {
+  const int count = static_cast<int>(mine.size());
+  std::vector<int> counts(static_cast<std::size_t>(size));
+  check_mpi(MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm), "MPI_Allgather");
+  std::vector<int> displacements(static_cast<std::size_t>(size));
+  int total = 0;
+  for (int r = 0; r < size; ++r) {
+    displacements[r] = total;
+    total += counts[r];
+  }
+  std::vector<int> all(static_cast<std::size_t>(total));
+  check_mpi(MPI_Allgatherv(mine.data(), count, MPI_INT, all.data(), counts.data(),
+                           displacements.data(), MPI_INT, comm),
+            "MPI_Allgatherv");
+  std::vector<std::vector<int>> lists;
+  for (int r = 0; r < size; ++r) {
+    lists.emplace_back(all.begin() + displacements[r], all.begin() + displacements[r] + counts[r]);
+  }
+  return lists;
 }
 
-Status validate_allreduce(const std::string& name, const TensorView& input,
-                          const TensorView& output, double prescale, double postscale) {
-  const std::string what = fmt::format("allreduce '{}'", name);
-  if (name.empty()) return Status::error("allreduce: the tensor name is empty");
-  for (const TensorView* view : {&input, &output}) {
-    const char* role = view == &input ? "input" : "output";
-    for (int64_t extent : view->shape) {
-      if (extent < 0) {
-        return Status::error(fmt::format("{}: {} shape {} has a negative extent", what, role,
-                                         shape_to_string(view->shape)));
-      }
+// Throws on every rank, the same message, unless every rank passed `mine`.
+void require_same_on_every_rank(const char* call, const std::vector<int>& mine, MPI_Comm comm,
+                                int size) {
+  const std::vector<std::vector<int>> lists = allgather_lists(mine, comm, size);
+  bool same = true;
+  std::vector<std::string> values;
+  for (int r = 0; r < size; ++r) {
+    same = same && lists[r] == lists[0];
+    values.push_back(fmt::format("rank {} [{}]", r, fmt::join(lists[r], ",")));
+  }
+  if (!same) {
+    throw Error(
+        fmt::format("herd::{}: ranks passed different arguments: {}; every rank must pass "
+                    "the same, in the same order of calls",
+                    call, fmt::join(values, ", ")));
+  }
+}
+
+}  // namespace
+
+ProcessSet Runtime::add_process_set(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  const std::string given = fmt::format("[{}]", fmt::join(ranks, ","));
+  if (ranks.empty()) throw Error("herd::add_process_set: a process set needs at least one rank");
+  if (std::adjacent_find(ranks.begin(), ranks.end()) != ranks.end()) {
+    throw Error(fmt::format("herd::add_process_set: ranks {} hold a duplicate", given));
+  }
+  if (ranks.front() < 0 || ranks.back() >= size_) {
+    throw Error(fmt::format("herd::add_process_set: ranks {} reach outside the job's ranks 0..{}",
+                            given, size_ - 1));
+  }
+  require_same_on_every_rank("add_process_set", ranks, registry_comm_, size_);
+  for (const auto& [id, existing] : set_ranks_) {
+    if (id != 0 && existing == ranks) {
+      throw Error(
+          fmt::format("herd::add_process_set: process set {} already has ranks {}", id, given));
     }
-    if (view->data == nullptr && view->num_elements() > 0) {
-      return Status::error(fmt::format("{}: {} data is null but shape {} has {} elements", what,
-                                       role, shape_to_string(view->shape), view->num_elements()));
-    }
-    if (view->device.type != DeviceType::kCPU) {
-      return Status::error(fmt::format("{}: {} is on {}, but this build of herd has no GPU support",
-                                       what, role, to_string(view->device)));
-    }
   }
-  if (input.dtype != output.dtype) {
-    return Status::error(fmt::format("{}: input dtype {} differs from output dtype {}", what,
-                                     to_string(input.dtype), to_string(output.dtype)));
+  return create_process_set(next_set_id_++, std::move(ranks));
+}
+
+ProcessSet Runtime::create_process_set(int id, std::vector<int> ranks) {
+  const bool member = std::binary_search(ranks.begin(), ranks.end(), rank_);
+  MPI_Comm comm = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split(registry_comm_, member ? 0 : MPI_UNDEFINED, rank_, &comm),
+            "MPI_Comm_split");
+  set_ranks_[id] = ranks;
+  if (member) {
+    member_sets_[id] = std::make_unique<ProcessSetState>(id, ranks, comm, config_);
+    MPI_Comm_free(&comm);
   }
-  if (input.num_elements() != output.num_elements()) {
-    return Status::error(
-        fmt::format("{}: input shape {} ({} elements) differs from output shape {} ({} elements)",
-                    what, shape_to_string(input.shape), input.num_elements(),
-                    shape_to_string(output.shape), output.num_elements()));
+  HERD_LOG(kInfo, "process set {} with ranks [{}]", id, fmt::join(ranks, ","));
+  return ProcessSet(id, std::move(ranks));
+}
+
+void Runtime::remove_process_set(const ProcessSet& set) {
+  if (set.is_global()) throw Error("herd::remove_process_set: the global process set stays");
+  auto known = set_ranks_.find(set.id());
+  if (known == set_ranks_.end()) {
+    throw Error(fmt::format("herd::remove_process_set: there is no process set {}", set.id()));
   }
-  if (input.data != output.data && input.num_bytes() > 0) {
-    const auto* in = static_cast<const uint8_t*>(input.data);
-    const auto* out = static_cast<const uint8_t*>(output.data);
-    if (in < out + output.num_bytes() && out < in + input.num_bytes()) {
-      return Status::error(
-          fmt::format("{}: input and output overlap without being the same buffer", what));
-    }
+  require_same_on_every_rank("remove_process_set", {set.id()}, registry_comm_, size_);
+  auto member = member_sets_.find(set.id());
+  if (member != member_sets_.end()) {
+    member->second->stop();
+    member_sets_.erase(member);
   }
-  if (!std::isfinite(prescale) || !std::isfinite(postscale)) {
-    return Status::error(
-        fmt::format("{}: prescale {} and postscale {} must be finite", what, prescale, postscale));
+  set_ranks_.erase(known);
+}
+
+ProcessSetState& Runtime::member_state(const ProcessSet& set, const std::string& what) {
+  auto known = set_ranks_.find(set.id());
+  if (known == set_ranks_.end()) {
+    throw Error(
+        fmt::format("{}: there is no process set {} (removed, or never added)", what, set.id()));
   }
-  return Status::ok();
+  auto member = member_sets_.find(set.id());
+  if (member == member_sets_.end()) {
+    throw Error(fmt::format("{}: rank {} is not in process set {} (ranks [{}])", what, rank_,
+                            set.id(), fmt::join(known->second, ",")));
+  }
+  return *member->second;
 }
 
 }  // namespace herd::detail

@@ -1,24 +1,28 @@
 // Runtime: everything one herd process owns between init and shutdown.
 //
-// Created by herd::init on the calling thread; owns, once each, the MPI
-// communicators, the data transport, the control channel, the tensor queue,
-// the background loop and its thread, and hands narrow references to them to
-// the pieces that need them. Submission methods are called by any number of
-// application threads at once; shutdown by one.
+// Created by herd::init on the calling thread. Owns MPI (when herd started
+// it), a registry communicator for process-set management, and one
+// ProcessSetState per process set this rank belongs to (the global set
+// included), each with its own communicators, queue and background thread.
+// Submission methods are called by any number of application threads at once;
+// start, add/remove_process_set and shutdown by one thread, while no
+// submission runs (src/api.cc's lock sees to that).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
-#include <thread>
+#include <vector>
 
 #include <mpi.h>
 
-#include "collectives/mpi/mpi_transport.h"
 #include "herd/handle.h"
+#include "herd/process_set.h"
+#include "herd/tensor.h"
 #include "herd/types.h"
-#include "src/background_loop.h"
 #include "src/config.h"
-#include "src/control_channel.h"
+#include "src/message.h"
+#include "src/process_set_state.h"
 #include "src/tensor_queue.h"
 
 namespace herd::detail {
@@ -26,12 +30,12 @@ namespace herd::detail {
 class Runtime {
  public:
   // Initializes MPI unless the program already did (then it must have asked
-  // for MPI_THREAD_MULTIPLE), duplicates the world communicator for control
-  // and for data, and starts the background thread. Throws herd::Error.
+  // for MPI_THREAD_MULTIPLE), checks that the ranks' settings agree, starts
+  // the global set and the sets of HERD_PROCESS_SETS. Throws herd::Error.
   static std::unique_ptr<Runtime> start(const Config& config);
 
-  // Stops the thread (failing what is pending), frees the communicators and
-  // finalizes MPI if herd initialized it. Idempotent.
+  // Stops every set's thread (failing what is pending), frees the
+  // communicators and finalizes MPI if herd initialized it. Idempotent.
   void shutdown();
   ~Runtime();
 
@@ -43,13 +47,44 @@ class Runtime {
   int local_rank() const { return local_rank_; }
   int local_size() const { return local_size_; }
 
-  // Checks the views and queues the operation; throws herd::Error when the
-  // request is malformed or the name is still pending on this rank.
+  // Collective over every rank of the job, called in the same order
+  // everywhere; see include/herd/herd.h.
+  ProcessSet add_process_set(std::vector<int> ranks);
+  void remove_process_set(const ProcessSet& set);
+  ProcessSet global_process_set() const;
+
+  // Each checks its arguments and queues the operation on the set's thread;
+  // throws herd::Error when the request is malformed, this rank is not in the
+  // set, or the name is still pending on this rank.
   Handle allreduce_async(const std::string& name, const TensorView& input, const TensorView& output,
-                         ReduceOp op, double prescale, double postscale);
+                         ReduceOp op, double prescale, double postscale, const ProcessSet& set);
+  Handle allgather_async(const std::string& name, const TensorView& input, Tensor* output,
+                         const ProcessSet& set);
+  Handle broadcast_async(const std::string& name, const TensorView& inout, int root,
+                         const ProcessSet& set);
+  Handle alltoall_async(const std::string& name, const TensorView& input,
+                        std::vector<int64_t> splits, Tensor* output,
+                        std::vector<int64_t>* received_splits, const ProcessSet& set);
+  Handle reducescatter_async(const std::string& name, const TensorView& input, Tensor* output,
+                             ReduceOp op, double prescale, double postscale, const ProcessSet& set);
+  Handle grouped_allreduce_async(const std::vector<std::string>& names,
+                                 const std::vector<TensorView>& inputs,
+                                 const std::vector<TensorView>& outputs, ReduceOp op,
+                                 double prescale, double postscale, const ProcessSet& set);
+  // Submits this rank's next barrier of the set; barriers match in call order.
+  Handle barrier_async(const ProcessSet& set);
 
  private:
   Runtime() = default;
+  // The state of `set` on this rank; throws when this rank is not a member
+  // or the set does not exist. `what` opens the message.
+  ProcessSetState& member_state(const ProcessSet& set, const std::string& what);
+  // A request for `name` of `type` with this rank's position in the set and
+  // the view's dtype, shape and device.
+  TensorEntry make_entry(CollectiveType type, const std::string& name, const TensorView& view,
+                         const ProcessSetState& state);
+  // Makes the set's communicator and, on members, its state.
+  ProcessSet create_process_set(int id, std::vector<int> ranks);
 
   Config config_;
   bool owns_mpi_ = false;
@@ -57,22 +92,12 @@ class Runtime {
   int size_ = 1;
   int local_rank_ = 0;
   int local_size_ = 1;
-  MPI_Comm control_comm_ = MPI_COMM_NULL;
-  MPI_Comm data_comm_ = MPI_COMM_NULL;
-  std::unique_ptr<collectives::MpiTransport> transport_;
-  std::unique_ptr<ControlChannel> control_;
-  TensorQueue queue_;
-  std::unique_ptr<BackgroundLoop> loop_;
-  std::thread thread_;
+  // Used only by the thread that adds and removes process sets.
+  MPI_Comm registry_comm_ = MPI_COMM_NULL;
+  std::map<int, std::vector<int>> set_ranks_;                    // every set of the job, by id
+  std::map<int, std::unique_ptr<ProcessSetState>> member_sets_;  // the sets this rank is in
+  int next_set_id_ = 1;
   bool stopped_ = false;
 };
-
-// Checks one allreduce submission: a name, matching dtype and element count
-// of input and output, no negative extents, data present when there are
-// elements, input and output either the same buffer or disjoint, finite
-// scales, CPU memory. The message names the tensor and the values involved.
-[[nodiscard]] Status validate_allreduce(const std::string& name, const TensorView& input,
-                                        const TensorView& output, double prescale,
-                                        double postscale);
 
 }  // namespace herd::detail

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "herd/tensor.h"
 #include "herd/types.h"
 #include "src/handle_state.h"
 #include "src/message.h"
@@ -30,6 +31,12 @@ struct TensorEntry {
   TensorView input;
   TensorView output;
   std::shared_ptr<HandleState> handle;
+  // Results whose size the negotiation decides (allgather, alltoall,
+  // reducescatter) go here, allocated by the background thread.
+  Tensor* output_tensor = nullptr;
+  std::vector<int64_t>* received_splits = nullptr;  // alltoall, optional
+  std::vector<TensorView> group_inputs;             // grouped allreduce
+  std::vector<TensorView> group_outputs;
   std::chrono::steady_clock::time_point submitted = std::chrono::steady_clock::now();
   bool stall_reported = false;  // the stall check warned about it already
 };

@@ -12,6 +12,8 @@
 
 #include "herd/error.h"
 #include "herd/handle.h"
+#include "herd/process_set.h"
+#include "herd/tensor.h"
 #include "herd/types.h"
 
 namespace herd {
@@ -40,11 +42,82 @@ int local_size();
 // `postscale` after it. input and output may be the same buffer. Throws at
 // once if `name` is still pending on this rank or the views are malformed.
 Handle allreduce_async(const std::string& name, TensorView input, TensorView output, ReduceOp op,
-                       double prescale = 1.0, double postscale = 1.0);
+                       double prescale = 1.0, double postscale = 1.0,
+                       const ProcessSet& process_set = ProcessSet());
 
 // allreduce_async followed by wait.
 void allreduce(const std::string& name, TensorView input, TensorView output, ReduceOp op,
-               double prescale = 1.0, double postscale = 1.0);
+               double prescale = 1.0, double postscale = 1.0,
+               const ProcessSet& process_set = ProcessSet());
+
+// Concatenates every rank's `input` along the first dimension, in rank order,
+// into `output` (allocated by herd; [sum of first dims, trailing dims...]).
+// Ranks may differ in the first dimension only. `output` must stay alive
+// until the handle completes.
+Handle allgather_async(const std::string& name, TensorView input, Tensor* output,
+                       const ProcessSet& process_set = ProcessSet());
+void allgather(const std::string& name, TensorView input, Tensor* output,
+               const ProcessSet& process_set = ProcessSet());
+
+// Copies `root`'s `inout` into every other rank's `inout`, in place.
+Handle broadcast_async(const std::string& name, TensorView inout, int root,
+                       const ProcessSet& process_set = ProcessSet());
+void broadcast(const std::string& name, TensorView inout, int root,
+               const ProcessSet& process_set = ProcessSet());
+
+// Sends rows of `input` (along the first dimension) to every rank: the first
+// splits[0] rows to rank 0, the next splits[1] to rank 1, ... An empty
+// `splits` divides the rows evenly (the first dimension must then be a
+// multiple of the number of ranks). `output` receives the blocks from every
+// rank in rank order; `received_splits` (optional) the number of rows each
+// rank sent here.
+Handle alltoall_async(const std::string& name, TensorView input, std::vector<int64_t> splits,
+                      Tensor* output, std::vector<int64_t>* received_splits = nullptr,
+                      const ProcessSet& process_set = ProcessSet());
+void alltoall(const std::string& name, TensorView input, std::vector<int64_t> splits,
+              Tensor* output, std::vector<int64_t>* received_splits = nullptr,
+              const ProcessSet& process_set = ProcessSet());
+
+// Reduces `input` across ranks like allreduce, then leaves rank i only its
+// block of rows of the result: with R rows and p ranks, rank i gets
+// R / p rows, and the first R % p ranks one row more, in rank order.
+Handle reducescatter_async(const std::string& name, TensorView input, Tensor* output, ReduceOp op,
+                           double prescale = 1.0, double postscale = 1.0,
+                           const ProcessSet& process_set = ProcessSet());
+void reducescatter(const std::string& name, TensorView input, Tensor* output, ReduceOp op,
+                   double prescale = 1.0, double postscale = 1.0,
+                   const ProcessSet& process_set = ProcessSet());
+
+// Allreduces several tensors as one unit: none starts before all are ready
+// on every rank. One handle completes when all are done.
+Handle grouped_allreduce_async(const std::vector<std::string>& names,
+                               const std::vector<TensorView>& inputs,
+                               const std::vector<TensorView>& outputs, ReduceOp op,
+                               double prescale = 1.0, double postscale = 1.0,
+                               const ProcessSet& process_set = ProcessSet());
+void grouped_allreduce(const std::vector<std::string>& names, const std::vector<TensorView>& inputs,
+                       const std::vector<TensorView>& outputs, ReduceOp op, double prescale = 1.0,
+                       double postscale = 1.0, const ProcessSet& process_set = ProcessSet());
+
+// Returns once every rank of the set has called barrier() (calls are matched
+// in order).
+void barrier(const ProcessSet& process_set = ProcessSet());
+
+// Every collective above runs on `process_set`, the global set by default;
+// the calling rank must belong to it. Ranks named in arguments (broadcast's
+// root) and in error messages are global ranks; results ordered "by rank"
+// (allgather, alltoall, reducescatter) follow the set's members in ascending
+// order.
+
+// Makes a process set of `ranks` (global ranks; any order, no duplicates).
+// Called by every rank of the job, members or not, with the same ranks and
+// in the same order of calls; throws herd::Error on every rank otherwise.
+ProcessSet add_process_set(std::vector<int> ranks);
+// Removes a set made by add_process_set; called by every rank of the job.
+// Operations still pending on the set fail.
+void remove_process_set(const ProcessSet& process_set);
+// The set of all ranks.
+ProcessSet global_process_set();
 
 // True once the operation has completed, successfully or not. Never blocks.
 bool poll(const Handle& handle);

@@ -360,4 +360,129 @@ double ulp(DataType dtype, double value) {
   return std::ldexp(1.0, exponent - mantissa_bits);
 }
 
+// --- shared by the collective tests -----------------------------------------
+
+int64_t num_elements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t extent : shape) n *= extent;
+  return n;
+}
+
+std::vector<uint64_t> storage_for(DataType dtype, int64_t count) {
+  const std::size_t bytes = static_cast<std::size_t>(count) * dtype_bytes(dtype);
+  return std::vector<uint64_t>(bytes / 8 + 1, 0);
+}
+
+void store_value(DataType dtype, void* data, int64_t index, double value) {
+  if (!is_integer(dtype)) {
+    store_float(dtype, data, index, value);
+    return;
+  }
+  if (value != std::floor(value) || std::fabs(value) > 9007199254740992.0) {
+    test_bug(dtype_name(dtype) + " value " + double_string(value) + " is not an exact integer");
+  }
+  store_int(dtype, data, index, static_cast<int64_t>(value));
+}
+
+double load_value(DataType dtype, const void* data, int64_t index) {
+  if (is_integer(dtype)) return static_cast<double>(load_int(dtype, data, index));
+  return load_float(dtype, data, index);
+}
+
+namespace {
+
+struct ReduceRange {
+  int64_t lo;
+  int64_t hi;
+  double step;
+};
+
+bool scaled(const ReduceSpec& s) { return s.prescale != 1.0 || s.postscale != 1.0; }
+
+// Bounds on k; every value stays within 2^53 so double folds it exactly.
+ReduceRange reduce_range(const ReduceSpec& s, int size) {
+  const bool minmax = (s.op == ReduceOp::kMin || s.op == ReduceOp::kMax) && !scaled(s);
+  auto symmetric = [&](int64_t cap, double step) {
+    return ReduceRange{-cap / size, cap / size, step};
+  };
+  switch (s.dtype) {
+    case DataType::kUInt8: return minmax ? ReduceRange{0, 255, 1} : ReduceRange{0, 255 / size, 1};
+    case DataType::kInt8: return minmax ? ReduceRange{-128, 127, 1} : symmetric(127, 1);
+    case DataType::kInt32:
+      return minmax ? ReduceRange{int_min(s.dtype), int_max(s.dtype), 1}
+                    : symmetric(int64_t{1} << 30, 1);
+    case DataType::kInt64: return symmetric(int64_t{1} << (scaled(s) ? 40 : 50), 1);
+    case DataType::kFloat16: return symmetric(scaled(s) ? 1024 : 2048, 1);
+    case DataType::kBFloat16: return symmetric(scaled(s) ? 128 : 256, 1);
+    case DataType::kFloat32: return symmetric(int64_t{1} << (scaled(s) ? 22 : 23), 0.5);
+    case DataType::kFloat64: return symmetric(int64_t{1} << (scaled(s) ? 48 : 50), 0.25);
+  }
+  return ReduceRange{0, 0, 1};
+}
+
+int64_t reduce_k(const ReduceSpec& s, int rank, int size, int64_t index) {
+  const uint64_t h = mix64(s.salt * 0x100000001b3ULL + static_cast<uint64_t>(rank) * 0x9e3779b1ULL +
+                           static_cast<uint64_t>(index) * 0x2545f491ULL);
+  if (s.op == ReduceOp::kProduct) {
+    const int64_t magnitude = (size <= 6 && h % 3 == 0) ? 2 : 1;
+    const bool negative = s.dtype != DataType::kUInt8 && (h >> 32) % 2 == 1;
+    return negative ? -magnitude : magnitude;
+  }
+  const ReduceRange range = reduce_range(s, size);
+  const uint64_t width = static_cast<uint64_t>(range.hi - range.lo) + 1;
+  return range.lo + static_cast<int64_t>(h % width);
+}
+
+int64_t scale_integer(DataType dtype, int64_t value, double scale) {
+  if (scale == 1.0) return value;
+  const double x = std::round(static_cast<double>(value) * scale);
+  if (x <= static_cast<double>(int_min(dtype))) return int_min(dtype);
+  if (x >= static_cast<double>(int_max(dtype))) return int_max(dtype);
+  return static_cast<int64_t>(x);
+}
+
+template <typename T>
+T fold(ReduceOp op, T acc, T value) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAverage: return acc + value;
+    case ReduceOp::kMin: return std::min(acc, value);
+    case ReduceOp::kMax: return std::max(acc, value);
+    case ReduceOp::kProduct: return acc * value;
+  }
+  return acc;
+}
+
+}  // namespace
+
+double reduce_input(const ReduceSpec& spec, int rank, int size, int64_t index) {
+  return static_cast<double>(reduce_k(spec, rank, size, index)) * reduce_range(spec, size).step;
+}
+
+double reduce_expected(const ReduceSpec& spec, int size, int64_t index) {
+  if (is_integer(spec.dtype)) {
+    int64_t acc = 0;
+    for (int r = 0; r < size; ++r) {
+      const int64_t v = scale_integer(spec.dtype, reduce_k(spec, r, size, index), spec.prescale);
+      acc = r == 0 ? v : fold(spec.op, acc, v);
+    }
+    if (spec.op == ReduceOp::kAverage) acc /= size;  // truncates toward zero
+    return static_cast<double>(scale_integer(spec.dtype, acc, spec.postscale));
+  }
+  double acc = 0;
+  for (int r = 0; r < size; ++r) {
+    const double v = reduce_input(spec, r, size, index) * spec.prescale;
+    acc = r == 0 ? v : fold(spec.op, acc, v);
+  }
+  if (spec.op == ReduceOp::kAverage) acc /= size;
+  return acc * spec.postscale;
+}
+
+double reduce_tolerance(const ReduceSpec& spec, int size, double expected) {
+  if (spec.op != ReduceOp::kAverage || is_integer(spec.dtype)) return 0;
+  const bool power_of_two = (size & (size - 1)) == 0;
+  if (power_of_two && representable(spec.dtype, expected)) return 0;
+  return ulp(spec.dtype, expected);
+}
+
 }  // namespace herd_test

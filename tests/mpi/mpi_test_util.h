@@ -107,4 +107,41 @@ bool representable(herd::DataType dtype, double value);
 // Distance between `value` and the next float of `dtype` away from zero.
 double ulp(herd::DataType dtype, double value);
 
+// --- shared by the collective tests (test_collectives_api, test_grouped) ----
+
+// Product of the extents; 1 for a scalar (empty shape).
+int64_t num_elements(const std::vector<int64_t>& shape);
+
+// Zeroed, 8-byte aligned room for `count` elements of `dtype`; never empty,
+// so data() is never null.
+std::vector<uint64_t> storage_for(herd::DataType dtype, int64_t count);
+
+// Element `index` of any dtype as a double: integers through store_int /
+// load_int (the value must be integral and exact in double), floats through
+// store_float / load_float (the value must be exact in the dtype).
+void store_value(herd::DataType dtype, void* data, int64_t index, double value);
+double load_value(herd::DataType dtype, const void* data, int64_t index);
+
+// Inputs of a reduction (allreduce, reducescatter, grouped allreduce) chosen
+// so that every partial result is exact in the dtype and in double: integers
+// k * step(dtype) with |k| bounded by the dtype's exact range over `size`
+// ranks (products use +-1 and +-2, unsigned 1 and 2); scaled cases leave
+// room for prescale 0.5 and postscale 4. Integer scaling multiplies in double
+// and rounds to nearest, ties away from zero, saturating at the dtype's range;
+// an integer average truncates toward zero.
+struct ReduceSpec {
+  herd::DataType dtype = herd::DataType::kFloat32;
+  herd::ReduceOp op = herd::ReduceOp::kSum;
+  double prescale = 1.0;
+  double postscale = 1.0;
+  uint64_t salt = 0;  // varies the data by case
+};
+double reduce_input(const ReduceSpec& spec, int rank, int size, int64_t index);
+// The reduction of reduce_input over ranks 0..size-1 at `index`, folded here
+// in int64_t or double, never through herd.
+double reduce_expected(const ReduceSpec& spec, int size, int64_t index);
+// 0, or 1 ulp of the dtype for an average the dtype (or, for a rank count
+// that is not a power of two, double) could not hold exactly.
+double reduce_tolerance(const ReduceSpec& spec, int size, double expected);
+
 }  // namespace herd_test

@@ -33,12 +33,13 @@ std::set<std::string> differing_fields(const Config& a, const Config& b) {
   if (a.ring_segment_bytes != b.ring_segment_bytes) fields.insert("ring_segment_bytes");
   if (a.small_allreduce_bytes != b.small_allreduce_bytes) fields.insert("small_allreduce_bytes");
   if (a.stall_check_seconds != b.stall_check_seconds) fields.insert("stall_check_seconds");
+  if (a.process_sets != b.process_sets) fields.insert("process_sets");
   return fields;
 }
 
 const std::set<std::string> kAllFields = {
-    "fusion_threshold_bytes", "cycle_time_ms",         "cache_capacity",     "log_level",
-    "ring_segment_bytes",     "small_allreduce_bytes", "stall_check_seconds"};
+    "fusion_threshold_bytes", "cycle_time_ms",         "cache_capacity",      "log_level",
+    "ring_segment_bytes",     "small_allreduce_bytes", "stall_check_seconds", "process_sets"};
 
 void check_rejected(const std::string& variable, const std::string& value,
                     const std::string& expected) {
@@ -161,6 +162,21 @@ TEST_CASE("config: HERD_STALL_CHECK_TIME", "[config]") {
   }
 }
 
+TEST_CASE("config: HERD_PROCESS_SETS", "[config]") {
+  Config config;
+  REQUIRE(read({{"HERD_PROCESS_SETS", "0,2;1,3"}}, &config).is_ok());
+  CHECK(config.process_sets == std::vector<std::vector<int>>{{0, 2}, {1, 3}});
+  REQUIRE(read({{"HERD_PROCESS_SETS", "5"}}, &config).is_ok());
+  CHECK(config.process_sets == std::vector<std::vector<int>>{{5}});
+  REQUIRE(read({{"HERD_PROCESS_SETS", ""}}, &config).is_ok());
+  CHECK(config.process_sets.empty());
+  for (const char* bad : {"0,,1", "0;", ";1", "a,b", "-1,2", "0 ,1", "0;1;"}) {
+    check_rejected("HERD_PROCESS_SETS", bad,
+                   "rank lists like 0,2;1,3 (non-negative integers, ',' within a set, ';' between "
+                   "sets)");
+  }
+}
+
 TEST_CASE("config: several bad values are reported together", "[config]") {
   Config config;
   Status status = read(
@@ -178,7 +194,7 @@ TEST_CASE("config: setting_docs covers every field exactly once", "[config]") {
       {"HERD_FUSION_THRESHOLD", "1"},   {"HERD_CYCLE_TIME", "0.25"},
       {"HERD_CACHE_CAPACITY", "7"},     {"HERD_LOG_LEVEL", "trace"},
       {"HERD_RING_SEGMENT_BYTES", "3"}, {"HERD_SMALL_ALLREDUCE_BYTES", "5"},
-      {"HERD_STALL_CHECK_TIME", "2.5"}};
+      {"HERD_STALL_CHECK_TIME", "2.5"}, {"HERD_PROCESS_SETS", "0,1"}};
   std::vector<SettingDoc> docs = setting_docs();
   REQUIRE(docs.size() == non_default.size());
 

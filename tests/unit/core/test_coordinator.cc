@@ -38,7 +38,7 @@ TEST_CASE("build_response: agreeing ranks give an execute response", "[coordinat
     requests.push_back(r);
   }
   Response response = build_response(requests);
-  CHECK(response.type == ResponseType::kAllreduce);
+  CHECK(response.type == ResponseType::kExecute);
   CHECK(response.collective == CollectiveType::kAllreduce);
   CHECK(response.name == "grad/fc1");
   CHECK(response.dtype == DataType::kBFloat16);
@@ -99,7 +99,7 @@ TEST_CASE("build_response: several clauses, in field order", "[coordinator]") {
 
 TEST_CASE("build_response: one rank agrees with itself", "[coordinator]") {
   Response response = build_response({request(0, "solo", {})});
-  CHECK(response.type == ResponseType::kAllreduce);
+  CHECK(response.type == ResponseType::kExecute);
   CHECK(response.shape.empty());
 }
 
@@ -114,7 +114,7 @@ TEST_CASE("Coordinator: a name completes only when every rank asked", "[coordina
   std::vector<Response> ready = coordinator.take_ready();
   REQUIRE(ready.size() == 1);
   CHECK(ready[0].name == "a");
-  CHECK(ready[0].type == ResponseType::kAllreduce);
+  CHECK(ready[0].type == ResponseType::kExecute);
   CHECK(coordinator.take_ready().empty());
 
   // The name left the table, so the next round may ask for it again.

@@ -61,7 +61,7 @@ ResponseList many_responses() {
   std::size_t i = 0;
   for (const Request& r : many_requests().requests) {
     Response response;
-    response.type = i % 3 == 0 ? ResponseType::kError : ResponseType::kAllreduce;
+    response.type = i % 3 == 0 ? ResponseType::kError : ResponseType::kExecute;
     response.name = r.name;
     response.dtype = r.dtype;
     response.op = r.op;
@@ -192,10 +192,11 @@ TEST_CASE("message: truncation names the byte", "[message]") {
   list.requests.push_back(r);
   std::vector<uint8_t> bytes = encode(list);
   RequestList out;
-  // Cut inside the postscale, which starts at byte 6 + 4+1+4+20 + 1+1 + 8 = 45.
-  Status status = decode(bytes.data(), 48, &out);
+  // Cut inside the splits' length, which starts at byte
+  // 6 + 4+1+4+20 + 1+1 + 8+8 + 1+4 + 4 (shape) + 4 (root) = 66.
+  Status status = decode(bytes.data(), 68, &out);
   REQUIRE_FALSE(status.is_ok());
-  CHECK(status.message() == "truncated RequestList at byte 45: 8 bytes needed, 3 left");
+  CHECK(status.message() == "truncated RequestList at byte 66: 4 bytes needed, 2 left");
 }
 
 TEST_CASE("message: corrupt bytes fail cleanly", "[message]") {
@@ -206,23 +207,25 @@ TEST_CASE("message: corrupt bytes fail cleanly", "[message]") {
   const std::vector<uint8_t> good = encode(list);
   // Offsets in that encoding: 0 version, 1 kind, 2 count, 6 rank, 10 collective,
   // 11 name length, 15 name, 16 dtype, 17 op, 18 prescale, 26 postscale,
-  // 34 device type, 35 device index, 39 ndims.
+  // 34 device type, 35 device index, 39 ndims, 43 root, 47 splits length,
+  // 51 group_shapes count; 55 bytes in all.
   struct Corruption {
     std::size_t offset;
     uint8_t value;
     std::string message;
   };
   const std::vector<Corruption> cases = {
-      {0, 9, "RequestList has format version 9, this build reads version 1"},
+      {0, 9, "RequestList has format version 9, this build reads version 2"},
       {1, 'R', "corrupt RequestList at byte 1: kind byte 82"},
-      {10, 1, "corrupt RequestList at byte 10: collective 1 out of range"},
+      {10, 7, "corrupt RequestList at byte 10: collective 7 out of range"},
       {16, 8, "corrupt RequestList at byte 16: dtype 8 out of range"},
       {16, 255, "corrupt RequestList at byte 16: dtype 255 out of range"},
       {17, 5, "corrupt RequestList at byte 17: op 5 out of range"},
       {34, 2, "corrupt RequestList at byte 34: device type 2 out of range"},
-      {11, 200, "truncated RequestList at byte 15: 200 bytes needed, 28 left"},
-      {2, 2, "truncated RequestList at byte 6: 2 entries announced, 37 bytes left"},
-      {39, 1, "truncated RequestList at byte 43: shape of 1 dims, 0 bytes left"},
+      {11, 200, "truncated RequestList at byte 15: 200 bytes needed, 40 left"},
+      {2, 2, "truncated RequestList at byte 6: 2 entries announced, 49 bytes left"},
+      {39, 5, "truncated RequestList at byte 43: shape of 5 dims, 12 bytes left"},
+      {51, 9, "truncated RequestList at byte 55: 9 shapes announced, 0 bytes left"},
   };
   for (const Corruption& c : cases) {
     INFO("byte " << c.offset << " = " << int{c.value});
@@ -239,7 +242,7 @@ TEST_CASE("message: corrupt bytes fail cleanly", "[message]") {
   RequestList out;
   Status status = decode(trailing.data(), trailing.size(), &out);
   REQUIRE_FALSE(status.is_ok());
-  CHECK(status.message() == "corrupt RequestList: 1 trailing bytes after byte 43");
+  CHECK(status.message() == "corrupt RequestList: 1 trailing bytes after byte 55");
 }
 
 TEST_CASE("message: a negative extent and a bad response type are rejected", "[message]") {

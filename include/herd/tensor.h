@@ -1,0 +1,51 @@
+// herd::Tensor: an owning, contiguous tensor in host memory.
+//
+// The results of allgather, alltoall and reducescatter have sizes that only
+// the negotiation between ranks decides, so the caller passes a Tensor and
+// herd's background thread allocates and fills it before completing the
+// handle. Read it only after herd::wait (or a true herd::poll) on that handle.
+// Not thread-safe: one owner at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "herd/types.h"
+
+namespace herd {
+
+class Tensor {
+ public:
+  Tensor() = default;
+  Tensor(DataType dtype, std::vector<int64_t> shape) { reset(dtype, std::move(shape)); }
+
+  // Drops the old contents and allocates room for `shape`, uninitialized.
+  void reset(DataType dtype, std::vector<int64_t> shape);
+
+  DataType dtype() const { return dtype_; }
+  const std::vector<int64_t>& shape() const { return shape_; }
+  int64_t num_elements() const;
+  std::size_t num_bytes() const {
+    return static_cast<std::size_t>(num_elements()) * element_size(dtype_);
+  }
+  void* data() { return storage_.get(); }
+  const void* data() const { return storage_.get(); }
+  template <typename T>
+  T* data_as() {
+    return static_cast<T*>(data());
+  }
+  template <typename T>
+  const T* data_as() const {
+    return static_cast<const T*>(data());
+  }
+  TensorView view() { return TensorView{data(), dtype_, shape_}; }
+
+ private:
+  DataType dtype_ = DataType::kFloat32;
+  std::vector<int64_t> shape_{0};
+  // Aligned for every element type.
+  std::unique_ptr<std::max_align_t[]> storage_;
+};
+
+}  // namespace herd

@@ -1,0 +1,149 @@
+#include "src/collective_executor.h"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "collectives/allgather.h"
+#include "collectives/alltoall.h"
+#include "collectives/broadcast.h"
+#include "collectives/chunking.h"
+#include "collectives/reducescatter.h"
+#include "common/enforce.h"
+#include "ops/reduce.h"
+
+namespace herd::detail {
+namespace {
+
+// Elements in one row: the product of every extent after the first.
+int64_t row_elements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (std::size_t i = 1; i < shape.size(); ++i) n *= shape[i];
+  return n;
+}
+
+std::vector<int64_t> with_rows(std::vector<int64_t> shape, int64_t rows) {
+  shape[0] = rows;
+  return shape;
+}
+
+}  // namespace
+
+int64_t reducescatter_rows(int64_t rows, int ranks, int rank) {
+  return collectives::chunk_range(rows, ranks, rank).count;
+}
+
+CollectiveExecutor::CollectiveExecutor(collectives::Transport& transport, FusionExecutor& allreduce,
+                                       std::size_t segment_bytes)
+    : transport_(transport), allreduce_(allreduce), segment_bytes_(segment_bytes) {}
+
+Status CollectiveExecutor::execute(const Response& response, TensorEntry& entry) {
+  switch (response.collective) {
+    case CollectiveType::kAllgather: return allgather(response, entry);
+    case CollectiveType::kBroadcast: return broadcast(response, entry);
+    case CollectiveType::kAlltoall: return alltoall(response, entry);
+    case CollectiveType::kReducescatter: return reducescatter(response, entry);
+    case CollectiveType::kGroupedAllreduce: return grouped_allreduce(response, entry);
+    case CollectiveType::kBarrier:
+      // Agreement itself is the barrier: a response exists only once every
+      // rank has submitted.
+      return Status::ok();
+    case CollectiveType::kAllreduce: {
+      std::vector<TensorEntry*> one{&entry};
+      return allreduce_.allreduce(response, one);
+    }
+  }
+  HERD_ENFORCE(false && "unknown collective");
+}
+
+Status CollectiveExecutor::allgather(const Response& response, TensorEntry& entry) {
+  const int ranks = transport_.size();
+  HERD_ENFORCE_EQ(response.rank_extents.size(), static_cast<std::size_t>(ranks));
+  const std::size_t row_bytes =
+      static_cast<std::size_t>(row_elements(entry.request.shape)) * element_size(response.dtype);
+  std::vector<int64_t> bytes_per_rank;
+  int64_t total_rows = 0;
+  for (int64_t rows : response.rank_extents) {
+    bytes_per_rank.push_back(rows * static_cast<int64_t>(row_bytes));
+    total_rows += rows;
+  }
+  entry.output_tensor->reset(response.dtype, with_rows(entry.request.shape, total_rows));
+  return collectives::ring_allgatherv(entry.input.data, entry.output_tensor->data(), bytes_per_rank,
+                                      transport_, segment_bytes_);
+}
+
+Status CollectiveExecutor::broadcast(const Response& response, TensorEntry& entry) {
+  return collectives::broadcast(entry.input.data, entry.input.num_bytes(), response.root,
+                                transport_);
+}
+
+Status CollectiveExecutor::alltoall(const Response& response, TensorEntry& entry) {
+  const auto ranks = static_cast<std::size_t>(transport_.size());
+  const auto me = static_cast<std::size_t>(transport_.rank());
+  HERD_ENFORCE_EQ(response.rank_extents.size(), ranks * ranks);
+  const int64_t row_bytes =
+      row_elements(entry.request.shape) * static_cast<int64_t>(element_size(response.dtype));
+  std::vector<int64_t> send_bytes(ranks);
+  std::vector<int64_t> recv_bytes(ranks);
+  std::vector<int64_t> received_rows(ranks);
+  int64_t total_rows = 0;
+  for (std::size_t peer = 0; peer < ranks; ++peer) {
+    send_bytes[peer] = response.rank_extents[me * ranks + peer] * row_bytes;
+    received_rows[peer] = response.rank_extents[peer * ranks + me];
+    recv_bytes[peer] = received_rows[peer] * row_bytes;
+    total_rows += received_rows[peer];
+  }
+  entry.output_tensor->reset(response.dtype, with_rows(entry.request.shape, total_rows));
+  HERD_RETURN_IF_ERROR(collectives::pairwise_alltoallv(
+      entry.input.data, send_bytes, entry.output_tensor->data(), recv_bytes, transport_));
+  if (entry.received_splits != nullptr) *entry.received_splits = std::move(received_rows);
+  return Status::ok();
+}
+
+Status CollectiveExecutor::reducescatter(const Response& response, TensorEntry& entry) {
+  const int ranks = transport_.size();
+  const std::vector<int64_t>& shape = entry.request.shape;
+  const int64_t per_row = row_elements(shape);
+  std::vector<int64_t> counts;
+  for (int r = 0; r < ranks; ++r)
+    counts.push_back(reducescatter_rows(shape[0], ranks, r) * per_row);
+  const int64_t my_rows = reducescatter_rows(shape[0], ranks, transport_.rank());
+  entry.output_tensor->reset(response.dtype, with_rows(shape, my_rows));
+
+  // The algorithm reduces in its input buffer, which is the caller's and
+  // must stay unchanged: work on a copy.
+  const std::size_t bytes = entry.input.num_bytes();
+  if (scratch_.size() < bytes) scratch_.resize(bytes);
+  if (bytes > 0) std::memcpy(scratch_.data(), entry.input.data, bytes);
+  const int64_t count = entry.input.num_elements();
+  ops::scale(scratch_.data(), count, response.dtype, response.prescale);
+  const ReduceOp op = response.op == ReduceOp::kAverage ? ReduceOp::kSum : response.op;
+  HERD_RETURN_IF_ERROR(collectives::ring_reducescatter(
+      scratch_.data(), entry.output_tensor->data(), counts, element_size(response.dtype),
+      ops::make_reduce_fn(response.dtype, op), transport_, segment_bytes_));
+  const int64_t my_count = my_rows * per_row;
+  if (response.op == ReduceOp::kAverage) {
+    ops::divide(entry.output_tensor->data(), my_count, response.dtype, ranks);
+  }
+  ops::scale(entry.output_tensor->data(), my_count, response.dtype, response.postscale);
+  return Status::ok();
+}
+
+Status CollectiveExecutor::grouped_allreduce(const Response& response, TensorEntry& entry) {
+  // One fused reduction over every member: the group was agreed as one unit,
+  // so it runs as one, whatever the fusion threshold.
+  std::vector<TensorEntry> members(entry.group_inputs.size());
+  std::vector<TensorEntry*> pointers;
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    members[i].request.shape = response.group_shapes[i];
+    members[i].input = entry.group_inputs[i];
+    members[i].output = entry.group_outputs[i];
+    pointers.push_back(&members[i]);
+  }
+  if (pointers.empty()) return Status::ok();
+  Response spec = response;
+  spec.collective = CollectiveType::kAllreduce;
+  return allreduce_.allreduce(spec, pointers);
+}
+
+}  // namespace herd::detail

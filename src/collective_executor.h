@@ -1,0 +1,48 @@
+// CollectiveExecutor: runs one agreed response of a collective other than a
+// fused allreduce (allgather, broadcast, alltoall, reducescatter, barrier,
+// grouped allreduce) for this rank's entry.
+//
+// Called by the background thread after every rank received the same
+// response, so all ranks enter the same algorithm together. Outputs whose
+// size the negotiation decided (allgather, alltoall, reducescatter) are
+// allocated here, into the caller's herd::Tensor, before the data moves.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "collectives/transport.h"
+#include "common/status.h"
+#include "src/fusion_executor.h"
+#include "src/message.h"
+#include "src/tensor_queue.h"
+
+namespace herd::detail {
+
+class CollectiveExecutor {
+ public:
+  // `allreduce` runs grouped allreduces, which share its fusion buffer.
+  CollectiveExecutor(collectives::Transport& transport, FusionExecutor& allreduce,
+                     std::size_t segment_bytes);
+
+  [[nodiscard]] Status execute(const Response& response, TensorEntry& entry);
+
+ private:
+  [[nodiscard]] Status allgather(const Response& response, TensorEntry& entry);
+  [[nodiscard]] Status broadcast(const Response& response, TensorEntry& entry);
+  [[nodiscard]] Status alltoall(const Response& response, TensorEntry& entry);
+  [[nodiscard]] Status reducescatter(const Response& response, TensorEntry& entry);
+  [[nodiscard]] Status grouped_allreduce(const Response& response, TensorEntry& entry);
+
+  collectives::Transport& transport_;
+  FusionExecutor& allreduce_;
+  std::size_t segment_bytes_;
+  std::vector<uint8_t> scratch_;  // reducescatter's working copy of the input
+};
+
+// Rows of `rows` that rank `rank` of `ranks` keeps after a reducescatter: the
+// first rows % ranks ranks get one row more than the others.
+int64_t reducescatter_rows(int64_t rows, int ranks, int rank);
+
+}  // namespace herd::detail

@@ -1,0 +1,56 @@
+#include "src/process_set_state.h"
+
+#include <fmt/format.h>
+
+#include "herd/error.h"
+
+namespace herd::detail {
+
+ProcessSetState::ProcessSetState(int id, std::vector<int> ranks, MPI_Comm comm,
+                                 const Config& config)
+    : id_(id), ranks_(std::move(ranks)) {
+  MPI_Comm_rank(comm, &set_rank_);
+  // Own communicators keep the set's messages apart from every other set's
+  // and the application's, and control apart from data.
+  int code = MPI_Comm_dup(comm, &control_comm_);
+  if (code == MPI_SUCCESS) code = MPI_Comm_dup(comm, &data_comm_);
+  if (code != MPI_SUCCESS) {
+    stop();
+    throw Error(fmt::format("process set {}: {}", id_,
+                            collectives::mpi_error_string("MPI_Comm_dup", code)));
+  }
+  transport_ = std::make_unique<collectives::MpiTransport>(data_comm_);
+  control_ = std::make_unique<ControlChannel>(control_comm_);
+  const std::string stop_reason =
+      id_ == 0 ? "herd was shut down (herd::shutdown on some rank) before the operation completed"
+               : fmt::format(
+                     "process set {} was removed (or herd shut down) before the operation "
+                     "completed",
+                     id_);
+  loop_ =
+      std::make_unique<BackgroundLoop>(config, queue_, *control_, *transport_, ranks_, stop_reason);
+  thread_ = std::thread([loop = loop_.get()] { loop->run(); });
+}
+
+ProcessSetState::~ProcessSetState() { stop(); }
+
+Handle ProcessSetState::submit(TensorEntry entry) {
+  Handle handle(entry.handle);
+  const Status queued = queue_.push(std::move(entry));
+  if (!queued.is_ok()) throw Error(queued.message());
+  return handle;
+}
+
+void ProcessSetState::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  if (loop_) loop_->request_shutdown();
+  if (thread_.joinable()) thread_.join();
+  loop_.reset();
+  control_.reset();
+  transport_.reset();
+  if (control_comm_ != MPI_COMM_NULL) MPI_Comm_free(&control_comm_);
+  if (data_comm_ != MPI_COMM_NULL) MPI_Comm_free(&data_comm_);
+}
+
+}  // namespace herd::detail

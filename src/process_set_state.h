@@ -1,0 +1,70 @@
+// ProcessSetState: everything one process set runs on, on one member rank.
+//
+// Owned by the Runtime, one per set this rank belongs to (the global set
+// included). Owns the set's two communicators (control and data), its
+// transport, control channel, tensor queue, background loop and thread, so
+// that sets negotiate and move data independently. Created and stopped by the
+// application thread that calls init/add_process_set/remove_process_set/
+// shutdown; submit() is called by any application thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <mpi.h>
+
+#include "collectives/mpi/mpi_transport.h"
+#include "herd/handle.h"
+#include "src/background_loop.h"
+#include "src/config.h"
+#include "src/control_channel.h"
+#include "src/tensor_queue.h"
+
+namespace herd::detail {
+
+class ProcessSetState {
+ public:
+  // `comm` holds exactly the set's members, in the order of `ranks` (global
+  // ranks, ascending); the state duplicates it and leaves `comm` to the caller.
+  ProcessSetState(int id, std::vector<int> ranks, MPI_Comm comm, const Config& config);
+  ~ProcessSetState();
+  ProcessSetState(const ProcessSetState&) = delete;
+  ProcessSetState& operator=(const ProcessSetState&) = delete;
+
+  int id() const { return id_; }
+  const std::vector<int>& ranks() const { return ranks_; }
+  // This rank's position in the set.
+  int set_rank() const { return set_rank_; }
+  int set_size() const { return static_cast<int>(ranks_.size()); }
+
+  // Queues the entry (its request already carries set_rank()); throws
+  // herd::Error if the name is pending here or the set has stopped.
+  Handle submit(TensorEntry entry);
+
+  // Numbers this rank's barriers on the set: every member counts the same.
+  uint64_t next_barrier() { return barriers_.fetch_add(1); }
+
+  // Stops the set's loop on every member (each member must call it), fails
+  // what is pending, joins the thread and frees the communicators.
+  void stop();
+
+ private:
+  int id_;
+  std::vector<int> ranks_;
+  int set_rank_ = 0;
+  MPI_Comm control_comm_ = MPI_COMM_NULL;
+  MPI_Comm data_comm_ = MPI_COMM_NULL;
+  std::unique_ptr<collectives::MpiTransport> transport_;
+  std::unique_ptr<ControlChannel> control_;
+  TensorQueue queue_;
+  std::unique_ptr<BackgroundLoop> loop_;
+  std::thread thread_;
+  bool stopped_ = false;
+  std::atomic<uint64_t> barriers_{0};
+};
+
+}  // namespace herd::detail

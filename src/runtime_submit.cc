@@ -1,0 +1,180 @@
+// Runtime's submission methods: check one request on the calling application
+// thread, turn it into a TensorEntry for its process set, and queue it.
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "herd/error.h"
+#include "src/handle_state.h"
+#include "src/request_validation.h"
+#include "src/runtime.h"
+
+namespace herd::detail {
+namespace {
+
+void throw_if_failed(const Status& status) {
+  if (!status.is_ok()) throw Error(status.message());
+}
+
+// Collectives that split or concatenate along the first dimension need one.
+Status require_rows(const std::string& what, const TensorView& view) {
+  if (!view.shape.empty()) return Status::ok();
+  return Status::error(
+      fmt::format("{}: needs a tensor of at least one dimension, got a scalar", what));
+}
+
+Status require_output(const std::string& what, const Tensor* output) {
+  return output != nullptr ? Status::ok()
+                           : Status::error(fmt::format("{}: the output tensor is null", what));
+}
+
+Status require_finite(const std::string& what, double prescale, double postscale) {
+  if (std::isfinite(prescale) && std::isfinite(postscale)) return Status::ok();
+  return Status::error(
+      fmt::format("{}: prescale {} and postscale {} must be finite", what, prescale, postscale));
+}
+
+std::string describe(CollectiveType type, const std::string& name) {
+  return fmt::format("{} '{}'", to_string(type), name);
+}
+
+}  // namespace
+
+TensorEntry Runtime::make_entry(CollectiveType type, const std::string& name,
+                                const TensorView& view, const ProcessSetState& state) {
+  if (name.empty()) throw Error(fmt::format("{}: the tensor name is empty", to_string(type)));
+  TensorEntry entry;
+  entry.request.rank = state.set_rank();
+  entry.request.type = type;
+  entry.request.name = name;
+  entry.request.dtype = view.dtype;
+  entry.request.device = view.device;
+  entry.request.shape = view.shape;
+  entry.input = view;
+  entry.output = view;
+  entry.handle = std::make_shared<HandleState>(describe(type, name));
+  return entry;
+}
+
+Handle Runtime::allreduce_async(const std::string& name, const TensorView& input,
+                                const TensorView& output, ReduceOp op, double prescale,
+                                double postscale, const ProcessSet& set) {
+  const std::string what = describe(CollectiveType::kAllreduce, name);
+  throw_if_failed(validate_reduction(what, input, output, prescale, postscale));
+  ProcessSetState& state = member_state(set, what);
+  TensorEntry entry = make_entry(CollectiveType::kAllreduce, name, input, state);
+  entry.request.op = op;
+  entry.request.prescale = prescale;
+  entry.request.postscale = postscale;
+  entry.output = output;
+  return state.submit(std::move(entry));
+}
+
+Handle Runtime::allgather_async(const std::string& name, const TensorView& input, Tensor* output,
+                                const ProcessSet& set) {
+  const std::string what = describe(CollectiveType::kAllgather, name);
+  throw_if_failed(validate_view(what, "input", input));
+  throw_if_failed(require_rows(what, input));
+  throw_if_failed(require_output(what, output));
+  ProcessSetState& state = member_state(set, what);
+  TensorEntry entry = make_entry(CollectiveType::kAllgather, name, input, state);
+  entry.output_tensor = output;
+  return state.submit(std::move(entry));
+}
+
+Handle Runtime::broadcast_async(const std::string& name, const TensorView& inout, int root,
+                                const ProcessSet& set) {
+  const std::string what = describe(CollectiveType::kBroadcast, name);
+  throw_if_failed(validate_view(what, "tensor", inout));
+  if (root < 0 || root >= size_) {
+    throw Error(fmt::format("{}: root {} is not a rank of this job (size {})", what, root, size_));
+  }
+  ProcessSetState& state = member_state(set, what);
+  // The root is a global rank; the set's algorithms count members.
+  const std::vector<int>& members = state.ranks();
+  const auto at = std::lower_bound(members.begin(), members.end(), root);
+  if (at == members.end() || *at != root) {
+    throw Error(fmt::format("{}: root {} is not in process set {} (ranks [{}])", what, root,
+                            set.id(), fmt::join(members, ",")));
+  }
+  TensorEntry entry = make_entry(CollectiveType::kBroadcast, name, inout, state);
+  entry.request.root = static_cast<int32_t>(at - members.begin());
+  return state.submit(std::move(entry));
+}
+
+Handle Runtime::alltoall_async(const std::string& name, const TensorView& input,
+                               std::vector<int64_t> splits, Tensor* output,
+                               std::vector<int64_t>* received_splits, const ProcessSet& set) {
+  const std::string what = describe(CollectiveType::kAlltoall, name);
+  throw_if_failed(validate_view(what, "input", input));
+  throw_if_failed(require_rows(what, input));
+  throw_if_failed(require_output(what, output));
+  ProcessSetState& state = member_state(set, what);
+  throw_if_failed(resolve_alltoall_splits(name, input, state.set_size(), &splits));
+  TensorEntry entry = make_entry(CollectiveType::kAlltoall, name, input, state);
+  entry.request.splits = std::move(splits);
+  entry.output_tensor = output;
+  entry.received_splits = received_splits;
+  return state.submit(std::move(entry));
+}
+
+Handle Runtime::reducescatter_async(const std::string& name, const TensorView& input,
+                                    Tensor* output, ReduceOp op, double prescale, double postscale,
+                                    const ProcessSet& set) {
+  const std::string what = describe(CollectiveType::kReducescatter, name);
+  throw_if_failed(validate_view(what, "input", input));
+  throw_if_failed(require_rows(what, input));
+  throw_if_failed(require_output(what, output));
+  throw_if_failed(require_finite(what, prescale, postscale));
+  ProcessSetState& state = member_state(set, what);
+  TensorEntry entry = make_entry(CollectiveType::kReducescatter, name, input, state);
+  entry.request.op = op;
+  entry.request.prescale = prescale;
+  entry.request.postscale = postscale;
+  entry.output_tensor = output;
+  return state.submit(std::move(entry));
+}
+
+Handle Runtime::grouped_allreduce_async(const std::vector<std::string>& names,
+                                        const std::vector<TensorView>& inputs,
+                                        const std::vector<TensorView>& outputs, ReduceOp op,
+                                        double prescale, double postscale, const ProcessSet& set) {
+  // The group travels as one request named after its members, so it is
+  // negotiated, and so executed, as one unit.
+  const std::string name = fmt::format("{{{}}}", fmt::join(names, ", "));
+  const std::string what = describe(CollectiveType::kGroupedAllreduce, name);
+  if (names.empty()) throw Error("grouped allreduce: the group has no tensors");
+  if (inputs.size() != names.size() || outputs.size() != names.size()) {
+    throw Error(fmt::format("{}: {} names, {} inputs and {} outputs; they must be as many", what,
+                            names.size(), inputs.size(), outputs.size()));
+  }
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    throw_if_failed(validate_reduction(describe(CollectiveType::kAllreduce, names[i]), inputs[i],
+                                       outputs[i], prescale, postscale));
+    if (inputs[i].dtype != inputs[0].dtype) {
+      throw Error(fmt::format("{}: members differ in dtype: '{}' {}, '{}' {}", what, names[0],
+                              to_string(inputs[0].dtype), names[i], to_string(inputs[i].dtype)));
+    }
+  }
+  ProcessSetState& state = member_state(set, what);
+  TensorEntry entry = make_entry(CollectiveType::kGroupedAllreduce, name, inputs[0], state);
+  entry.request.shape.clear();
+  for (const TensorView& input : inputs) entry.request.group_shapes.push_back(input.shape);
+  entry.request.op = op;
+  entry.request.prescale = prescale;
+  entry.request.postscale = postscale;
+  entry.group_inputs = inputs;
+  entry.group_outputs = outputs;
+  return state.submit(std::move(entry));
+}
+
+Handle Runtime::barrier_async(const ProcessSet& set) {
+  ProcessSetState& state = member_state(set, "barrier");
+  TensorEntry entry =
+      make_entry(CollectiveType::kBarrier, fmt::format("herd.barrier.{}", state.next_barrier()),
+                 TensorView{}, state);
+  entry.request.shape.clear();
+  return state.submit(std::move(entry));
+}
+
+}  // namespace herd::detail
