@@ -53,7 +53,7 @@ Status binomial_broadcast(void* buf, std::size_t bytes, int root, Transport& tra
   auto real_rank = [root, p](int v) { return (v + root) % p; };
   constexpr const char* kAlgorithm = "binomial broadcast";
 
-  int round = 0;  // the round this rank receives in; sends start one later
+  int round = 0;  // the round at hand: the receive's, then each send's
   int mask = 1;   // 2^round
   if (vrank > 0) {
     while (mask * 2 <= vrank) {

@@ -29,6 +29,11 @@ void scale(void* buf, int64_t count, DataType dtype, double factor);
 // (sum 7 over 2 ranks averages to 3, sum -7 to -3). divisor must be >= 1.
 void divide(void* buf, int64_t count, DataType dtype, int64_t divisor);
 
+// Fills buf with the identity of `op` (sum and average 0, product 1, min the
+// type's largest value or +infinity, max its lowest or -infinity), so that
+// reducing it into anything leaves that unchanged.
+void fill_identity(void* buf, int64_t count, DataType dtype, ReduceOp op);
+
 // The reduction the collectives apply to one received segment.
 using ReduceFn = std::function<void(void* dst, const void* src, int64_t count)>;
 

@@ -158,6 +158,17 @@ void barrier(const ProcessSet& process_set) {
   wait(handle);
 }
 
+int join() {
+  int last_rank = -1;
+  Handle handle;
+  {
+    std::shared_lock<std::shared_mutex> lock(g_runtime_mutex);
+    handle = running("join").join_async(&last_rank);
+  }
+  wait(handle);
+  return last_rank;
+}
+
 // Set management is collective and changes the runtime's tables: it runs
 // alone, with no submission in flight on this rank.
 ProcessSet add_process_set(std::vector<int> ranks) {

@@ -1,11 +1,13 @@
 #include "src/background_loop.h"
 
+#include <algorithm>
 #include <exception>
 
 #include <fmt/format.h>
 
 #include "common/enforce.h"
 #include "common/logging.h"
+#include "ops/reduce.h"
 #include "src/cycle_bits.h"
 #include "src/fusion_plan.h"
 
@@ -68,7 +70,12 @@ Status BackgroundLoop::run_cycle(bool* stop) {
   // until the slowest rank's loop joins it: a rank whose submission arrives
   // late then finds the others already waiting, instead of waiting for them
   // to wake from a sleep of up to a whole cycle.
-  if (cached_pending_.empty() && negotiating_.empty() && uncached_.empty()) {
+  // A joined rank does not sleep either: the others' allreduces wait for it.
+  // Read once: the whole cycle must see one answer, whatever the
+  // application thread does meanwhile.
+  const bool joined = join_requested_.load();
+  joined_this_cycle_ = joined;
+  if (!joined && cached_pending_.empty() && negotiating_.empty() && uncached_.empty()) {
     queue_.wait_for_work(cycle_time_);
   }
   for (TensorEntry& entry : queue_.drain()) classify(std::move(entry));
@@ -79,13 +86,26 @@ Status BackgroundLoop::run_cycle(bool* stop) {
   for (const auto& slot_and_entry : cached_pending_)
     bits.ready_slots.push_back(slot_and_entry.first);
   bits.invalid_slots.swap(invalid_slots_);
+  bits.num_ranks = control_.size();
+  bits.rank = control_.rank();
+  bits.joined = joined;
+  // A joined rank is ready for every cached allreduce: the ranks still
+  // running decide alone which of them go.
+  if (joined) bits.ready_slots = joinable_cached_slots();
   std::vector<uint64_t> words = encode_cycle_bits(bits, cache_.capacity());
   HERD_RETURN_IF_ERROR(control_.and_allreduce(&words));
-  const CycleAgreement agreement = decode_cycle_bits(words, cache_.capacity());
+  const CycleAgreement agreement = decode_cycle_bits(words, cache_.capacity(), control_.size());
   if (agreement.any_shutdown) {
     *stop = true;
     return Status::ok();
   }
+  if (static_cast<int>(agreement.joined_ranks.size()) == control_.size()) {
+    finish_join(agreement.joined_ranks);
+    return Status::ok();
+  }
+  const bool joined_changed = agreement.joined_ranks != joined_ranks_;
+  joined_ranks_ = agreement.joined_ranks;
+  if (joined_changed && coordinator_) coordinator_->set_joined(joined_ranks_);
 
   // Every rank erases the same slots, so caches stay identical.
   for (uint32_t slot : agreement.invalid_anywhere) {
@@ -96,12 +116,18 @@ Status BackgroundLoop::run_cycle(bool* stop) {
   std::vector<Agreed> agreed;
   for (uint32_t slot : agreement.ready_everywhere) {
     auto pending = cached_pending_.find(slot);
-    HERD_ENFORCE(pending != cached_pending_.end());
-    agreed.push_back(Agreed{cache_.response(slot), std::move(pending->second)});
+    if (pending != cached_pending_.end()) {
+      agreed.push_back(Agreed{cache_.response(slot), std::move(pending->second)});
+      cached_pending_.erase(pending);
+    } else {
+      // Only a joined rank can be ready for a slot it has no entry for.
+      HERD_ENFORCE(joined);
+      agreed.push_back(Agreed{cache_.response(slot), stand_in_entry(cache_.response(slot))});
+    }
     cache_.touch(slot);
-    cached_pending_.erase(pending);
   }
-  if (agreement.any_uncached || !agreement.invalid_anywhere.empty()) {
+  if (!joined_ranks_.empty()) fail_cached_entries_blocked_by_join();
+  if (agreement.any_uncached || !agreement.invalid_anywhere.empty() || joined_changed) {
     Status status = negotiate(&agreed);
     if (!status.is_ok()) {
       fail_everything("herd stopped after an error: " + status.message(), &agreed);
@@ -137,6 +163,98 @@ void BackgroundLoop::report_stalls() {
     HERD_LOG(kWarning, "{} has waited {:.1f} s on rank {} for the other ranks to submit it",
              entry.handle->description(), waited.count(), global_ranks_[control_.rank()]);
   }
+}
+
+std::shared_ptr<HandleState> BackgroundLoop::join(int* last_rank) {
+  auto handle = std::make_shared<HandleState>("join");
+  {
+    std::lock_guard<std::mutex> lock(join_mutex_);
+    if (join_handle_) {
+      handle->complete(Status::error("join: this rank is already waiting in herd::join"));
+      return handle;
+    }
+    join_handle_ = handle;
+    join_last_rank_ = last_rank;
+  }
+  join_requested_.store(true);
+  queue_.wake();
+  return handle;
+}
+
+void BackgroundLoop::finish_join(const std::vector<int>& all_ranks) {
+  // The last to join: among the ranks that joined in this very cycle (those
+  // not yet joined last cycle), the highest.
+  int last = all_ranks.back();
+  for (int rank : all_ranks) {
+    if (!std::binary_search(joined_ranks_.begin(), joined_ranks_.end(), rank)) last = rank;
+  }
+  joined_ranks_.clear();
+  if (coordinator_) coordinator_->set_joined({});
+  std::shared_ptr<HandleState> handle;
+  {
+    std::lock_guard<std::mutex> lock(join_mutex_);
+    handle = std::move(join_handle_);
+    if (join_last_rank_ != nullptr)
+      *join_last_rank_ = global_ranks_[static_cast<std::size_t>(last)];
+    join_last_rank_ = nullptr;
+    join_requested_.store(false);
+  }
+  if (handle) handle->complete(Status::ok());
+}
+
+std::vector<uint32_t> BackgroundLoop::joinable_cached_slots() const {
+  std::vector<uint32_t> slots;
+  for (uint32_t slot = 0; slot < cache_.capacity(); ++slot) {
+    if (!cache_.occupied(slot)) continue;
+    const CollectiveType type = cache_.response(slot).collective;
+    if (type == CollectiveType::kAllreduce || type == CollectiveType::kGroupedAllreduce) {
+      slots.push_back(slot);
+    }
+  }
+  return slots;
+}
+
+void BackgroundLoop::fail_cached_entries_blocked_by_join() {
+  // Only allreduces proceed without the joined ranks; anything else waiting
+  // on the cache would wait for them for ever.
+  std::vector<std::string> joined;
+  for (int rank : joined_ranks_) joined.push_back(std::to_string(global_ranks_[rank]));
+  for (auto it = cached_pending_.begin(); it != cached_pending_.end();) {
+    const CollectiveType type = it->second.request.type;
+    if (type == CollectiveType::kAllreduce || type == CollectiveType::kGroupedAllreduce) {
+      ++it;
+      continue;
+    }
+    complete(it->second,
+             Status::error(fmt::format("{}: ranks [{}] have joined (herd::join); only allreduce "
+                                       "and grouped allreduce run while ranks are joined",
+                                       it->second.handle->description(), fmt::join(joined, ", "))));
+    it = cached_pending_.erase(it);
+  }
+}
+
+TensorEntry BackgroundLoop::stand_in_entry(const Response& response) const {
+  TensorEntry entry;
+  entry.request.rank = control_.rank();
+  entry.request.type = response.collective;
+  entry.request.name = response.name;
+  entry.request.dtype = response.dtype;
+  entry.request.op = response.op;
+  entry.request.shape = response.shape;
+  entry.request.group_shapes = response.group_shapes;
+  const int64_t count = response.num_elements();
+  entry.owned_storage.reset(new uint8_t[std::max<std::size_t>(response.num_bytes(), 1)]);
+  ops::fill_identity(entry.owned_storage.get(), count, response.dtype, response.op);
+  entry.input = TensorView{entry.owned_storage.get(), response.dtype, response.shape};
+  entry.output = entry.input;
+  std::size_t offset = 0;
+  for (const std::vector<int64_t>& shape : response.group_shapes) {
+    TensorView member{entry.owned_storage.get() + offset, response.dtype, shape};
+    entry.group_inputs.push_back(member);
+    entry.group_outputs.push_back(member);
+    offset += member.num_bytes();
+  }
+  return entry;
 }
 
 void BackgroundLoop::classify(TensorEntry entry) {
@@ -198,14 +316,22 @@ Status BackgroundLoop::negotiate(std::vector<Agreed>* agreed) {
 
   for (Response& response : responses.responses) {
     if (response.name.empty()) return Status::error(response.error_message);
-    auto pending = negotiating_.find(response.name);
-    if (pending == negotiating_.end()) {
-      return Status::error(fmt::format("rank 0 answered for '{}', which rank {} has not requested",
-                                       response.name, control_.rank()));
-    }
+    // Every rank, joined or not, puts the same responses in the same order.
     // Barrier names are used once each, so caching them would only evict.
     if (response.type != ResponseType::kError && response.collective != CollectiveType::kBarrier) {
       (void)cache_.put(response);
+    }
+    auto pending = negotiating_.find(response.name);
+    if (pending == negotiating_.end()) {
+      if (joined_this_cycle_ && response.type == ResponseType::kExecute) {
+        // The others run it while this rank has joined: take part with the
+        // identity of the op.
+        agreed->push_back(Agreed{response, stand_in_entry(response)});
+        continue;
+      }
+      if (joined_this_cycle_) continue;  // an error for the ranks that asked
+      return Status::error(fmt::format("rank 0 answered for '{}', which rank {} has not requested",
+                                       response.name, control_.rank()));
     }
     agreed->push_back(Agreed{std::move(response), std::move(pending->second)});
     negotiating_.erase(pending);
@@ -247,11 +373,14 @@ Status BackgroundLoop::execute(std::vector<Agreed>* agreed) {
     const Response& spec = responses[group.members.front()];
     HERD_LOG(kTrace, "{} of {} tensor(s), {} bytes, first '{}'", to_string(spec.collective),
              entries.size(), group.total_bytes, spec.name);
+    Contribution contribution;
+    contribution.ranks = control_.size() - static_cast<int>(joined_ranks_.size());
+    contribution.identity = joined_this_cycle_;
     const Status status = spec.collective == CollectiveType::kAllreduce
-                              ? executor_.allreduce(spec, entries)
-                              : collective_executor_.execute(spec, *entries.front());
+                              ? executor_.allreduce(spec, entries, contribution)
+                              : collective_executor_.execute(spec, *entries.front(), contribution);
     for (TensorEntry* entry : entries) {
-      complete(*entry, status.with_context(entry->handle->description() + ": "));
+      if (entry->handle) complete(*entry, status.with_context(entry->handle->description() + ": "));
     }
     if (!status.is_ok()) return status;
   }
@@ -282,6 +411,13 @@ void BackgroundLoop::fail_everything(const std::string& reason, std::vector<Agre
   for (auto& name_and_entry : negotiating_) fail(name_and_entry.second);
   negotiating_.clear();
   for (TensorEntry& entry : queue_.close(reason)) fail(entry);
+  std::shared_ptr<HandleState> join_handle;
+  {
+    std::lock_guard<std::mutex> lock(join_mutex_);
+    join_handle = std::move(join_handle_);
+    join_last_rank_ = nullptr;
+  }
+  if (join_handle) join_handle->complete(Status::error("join: " + reason));
 }
 
 }  // namespace herd::detail

@@ -19,6 +19,8 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -52,6 +54,12 @@ class BackgroundLoop {
   // Asks every rank's loop to stop at the next cycle. Any thread.
   void request_shutdown();
 
+  // herd::join: from the next cycle this rank takes part in the other ranks'
+  // allreduces with the identity of each op, until every rank has joined.
+  // The handle then completes and *last_rank holds the global rank that
+  // joined last. Any thread; one join at a time per rank.
+  std::shared_ptr<HandleState> join(int* last_rank);
+
  private:
   // One agreed response and this rank's entry for it.
   struct Agreed {
@@ -70,6 +78,11 @@ class BackgroundLoop {
                                   ResponseList* responses);
   [[nodiscard]] Status execute(std::vector<Agreed>* agreed);
   void complete(TensorEntry& entry, const Status& status);
+  void finish_join(const std::vector<int>& all_ranks);
+  std::vector<uint32_t> joinable_cached_slots() const;
+  void fail_cached_entries_blocked_by_join();
+  // A joined rank's stand-in for a tensor it never submitted.
+  TensorEntry stand_in_entry(const Response& response) const;
   void fail_everything(const std::string& reason, std::vector<Agreed>* in_flight);
 
   const Config config_;
@@ -90,6 +103,14 @@ class BackgroundLoop {
   std::vector<TensorEntry> uncached_;               // to send in the next negotiation
   std::unordered_map<std::string, TensorEntry> negotiating_;  // sent, awaiting a response
   std::vector<uint32_t> invalid_slots_;                       // for the next agreement
+
+  // herd::join.
+  std::atomic<bool> join_requested_{false};
+  bool joined_this_cycle_ = false;  // join_requested_ as this cycle read it
+  std::mutex join_mutex_;           // guards join_handle_ and join_last_rank_
+  std::shared_ptr<HandleState> join_handle_;
+  int* join_last_rank_ = nullptr;
+  std::vector<int> joined_ranks_;  // set ranks that had joined at the last agreement
 };
 
 }  // namespace herd::detail

@@ -37,20 +37,21 @@ CollectiveExecutor::CollectiveExecutor(collectives::Transport& transport, Fusion
                                        std::size_t segment_bytes)
     : transport_(transport), allreduce_(allreduce), segment_bytes_(segment_bytes) {}
 
-Status CollectiveExecutor::execute(const Response& response, TensorEntry& entry) {
+Status CollectiveExecutor::execute(const Response& response, TensorEntry& entry,
+                                   Contribution contribution) {
   switch (response.collective) {
     case CollectiveType::kAllgather: return allgather(response, entry);
     case CollectiveType::kBroadcast: return broadcast(response, entry);
     case CollectiveType::kAlltoall: return alltoall(response, entry);
     case CollectiveType::kReducescatter: return reducescatter(response, entry);
-    case CollectiveType::kGroupedAllreduce: return grouped_allreduce(response, entry);
+    case CollectiveType::kGroupedAllreduce: return grouped_allreduce(response, entry, contribution);
     case CollectiveType::kBarrier:
       // Agreement itself is the barrier: a response exists only once every
       // rank has submitted.
       return Status::ok();
     case CollectiveType::kAllreduce: {
       std::vector<TensorEntry*> one{&entry};
-      return allreduce_.allreduce(response, one);
+      return allreduce_.allreduce(response, one, contribution);
     }
   }
   HERD_ENFORCE(false && "unknown collective");
@@ -129,7 +130,8 @@ Status CollectiveExecutor::reducescatter(const Response& response, TensorEntry& 
   return Status::ok();
 }
 
-Status CollectiveExecutor::grouped_allreduce(const Response& response, TensorEntry& entry) {
+Status CollectiveExecutor::grouped_allreduce(const Response& response, TensorEntry& entry,
+                                             Contribution contribution) {
   // One fused reduction over every member: the group was agreed as one unit,
   // so it runs as one, whatever the fusion threshold.
   std::vector<TensorEntry> members(entry.group_inputs.size());
@@ -143,7 +145,7 @@ Status CollectiveExecutor::grouped_allreduce(const Response& response, TensorEnt
   if (pointers.empty()) return Status::ok();
   Response spec = response;
   spec.collective = CollectiveType::kAllreduce;
-  return allreduce_.allreduce(spec, pointers);
+  return allreduce_.allreduce(spec, pointers, contribution);
 }
 
 }  // namespace herd::detail

@@ -26,14 +26,17 @@ class CollectiveExecutor {
   CollectiveExecutor(collectives::Transport& transport, FusionExecutor& allreduce,
                      std::size_t segment_bytes);
 
-  [[nodiscard]] Status execute(const Response& response, TensorEntry& entry);
+  // `contribution` matters to the reductions only (see FusionExecutor).
+  [[nodiscard]] Status execute(const Response& response, TensorEntry& entry,
+                               Contribution contribution = {});
 
  private:
   [[nodiscard]] Status allgather(const Response& response, TensorEntry& entry);
   [[nodiscard]] Status broadcast(const Response& response, TensorEntry& entry);
   [[nodiscard]] Status alltoall(const Response& response, TensorEntry& entry);
   [[nodiscard]] Status reducescatter(const Response& response, TensorEntry& entry);
-  [[nodiscard]] Status grouped_allreduce(const Response& response, TensorEntry& entry);
+  [[nodiscard]] Status grouped_allreduce(const Response& response, TensorEntry& entry,
+                                         Contribution contribution);
 
   collectives::Transport& transport_;
   FusionExecutor& allreduce_;

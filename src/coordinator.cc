@@ -161,8 +161,58 @@ Status Coordinator::add(const Request& request) {
   }
   entry.by_rank[rank] = request;
   entry.present[rank] = true;
-  if (++entry.count == num_ranks_) completed_.push_back(request.name);
+  ++entry.count;
+  mark_if_complete(request.name, entry);
   return Status::ok();
+}
+
+bool Coordinator::is_joined(int rank) const {
+  return std::binary_search(joined_.begin(), joined_.end(), rank);
+}
+
+void Coordinator::mark_if_complete(const std::string& name, Entry& entry) {
+  if (entry.complete) return;
+  for (int rank = 0; rank < num_ranks_; ++rank) {
+    if (!entry.present[static_cast<std::size_t>(rank)] && !is_joined(rank)) return;
+  }
+  entry.complete = true;
+  completed_.push_back(name);
+}
+
+void Coordinator::set_joined(std::vector<int> joined_ranks) {
+  std::sort(joined_ranks.begin(), joined_ranks.end());
+  joined_ = std::move(joined_ranks);
+  // Names that waited only for ranks that have now joined are complete. Only
+  // rank 0 coordinates and it broadcasts the order, so the table's name order
+  // serves.
+  for (auto& [name, entry] : table_) mark_if_complete(name, entry);
+}
+
+Response Coordinator::response_for(const Entry& entry) const {
+  if (entry.count == num_ranks_) return build_response(entry.by_rank, rank_labels_);
+  // Some ranks have joined: agree among the ranks that asked.
+  std::vector<Request> present;
+  std::vector<int> labels;
+  std::vector<int> joined_labels;
+  for (int rank = 0; rank < num_ranks_; ++rank) {
+    if (entry.present[static_cast<std::size_t>(rank)]) {
+      present.push_back(entry.by_rank[static_cast<std::size_t>(rank)]);
+      labels.push_back(label(rank));
+    } else {
+      joined_labels.push_back(label(rank));
+    }
+  }
+  Response response = build_response(present, labels);
+  const CollectiveType type = present.front().type;
+  if (response.type != ResponseType::kError && type != CollectiveType::kAllreduce &&
+      type != CollectiveType::kGroupedAllreduce) {
+    response.type = ResponseType::kError;
+    response.error_message = fmt::format(
+        "{} '{}': ranks [{}] have joined (herd::join); only allreduce and grouped allreduce run "
+        "while ranks are joined",
+        to_string(type), present.front().name, fmt::join(joined_labels, ", "));
+  }
+  return response;
 }
 
 std::vector<Response> Coordinator::take_ready() {
@@ -171,7 +221,7 @@ std::vector<Response> Coordinator::take_ready() {
   for (const std::string& name : completed_) {
     auto it = table_.find(name);
     HERD_ENFORCE(it != table_.end());
-    responses.push_back(build_response(it->second.by_rank, rank_labels_));
+    responses.push_back(response_for(it->second));
     table_.erase(it);
   }
   completed_.clear();
@@ -181,7 +231,7 @@ std::vector<Response> Coordinator::take_ready() {
 std::vector<std::string> Coordinator::stall_report(Clock::time_point now, Clock::duration limit) {
   std::vector<std::string> messages;
   for (auto& [name, entry] : table_) {
-    if (entry.stall_reported || entry.count == num_ranks_ || now - entry.first_request < limit) {
+    if (entry.stall_reported || entry.complete || now - entry.first_request < limit) {
       continue;
     }
     entry.stall_reported = true;

@@ -39,6 +39,12 @@ class Coordinator {
   // they became complete; those names leave the table.
   std::vector<Response> take_ready();
 
+  // Ranks that called herd::join: from now on a name completes once every
+  // other rank has requested it. An allreduce (or grouped allreduce) then
+  // proceeds among the ranks that asked; any other collective gets an error
+  // response naming the joined ranks.
+  void set_joined(std::vector<int> joined_ranks);
+
   // Names requested by some ranks but not yet all.
   std::size_t num_pending() const;
 
@@ -61,7 +67,12 @@ class Coordinator {
     int count = 0;
     Clock::time_point first_request;
     bool stall_reported = false;
+    bool complete = false;  // queued in completed_
   };
+
+  bool is_joined(int rank) const;
+  void mark_if_complete(const std::string& name, Entry& entry);
+  Response response_for(const Entry& entry) const;
 
   int label(int rank) const { return rank_labels_.empty() ? rank : rank_labels_[rank]; }
 
@@ -69,6 +80,7 @@ class Coordinator {
   std::vector<int> rank_labels_;
   std::map<std::string, Entry> table_;
   std::vector<std::string> completed_;  // in completion order
+  std::vector<int> joined_;             // ascending
   Clock::time_point (*now_)() = &Clock::now;
 };
 

@@ -42,13 +42,21 @@ void collect_slots(const std::vector<uint64_t>& words, std::size_t first, std::s
 
 }  // namespace
 
-std::size_t cycle_bits_words(std::size_t capacity) { return 1 + 2 * slot_words(capacity); }
+std::size_t cycle_bits_words(std::size_t capacity, int num_ranks) {
+  return 1 + 2 * slot_words(capacity) + slot_words(static_cast<std::size_t>(num_ranks));
+}
 
 std::vector<uint64_t> encode_cycle_bits(const CycleBits& bits, std::size_t capacity) {
   const std::size_t n = slot_words(capacity);
-  std::vector<uint64_t> words(cycle_bits_words(capacity), 0);
+  std::vector<uint64_t> words(cycle_bits_words(capacity, bits.num_ranks), 0);
   // Inverted parts start all ones: "not set on this rank".
   for (std::size_t i = 0; i < 1 + n; ++i) words[i] = ~uint64_t{0};
+  for (std::size_t i = 1 + 2 * n; i < words.size(); ++i) words[i] = ~uint64_t{0};
+  if (bits.joined) {
+    HERD_ENFORCE_LT(bits.rank, bits.num_ranks);
+    const auto rank = static_cast<uint32_t>(bits.rank);
+    words[1 + 2 * n + rank / kBitsPerWord] &= ~bit_of(rank);
+  }
 
   if (bits.has_uncached) words[0] &= ~kHasUncachedBit;
   if (bits.shutdown) words[0] &= ~kShutdownBit;
@@ -63,14 +71,19 @@ std::vector<uint64_t> encode_cycle_bits(const CycleBits& bits, std::size_t capac
   return words;
 }
 
-CycleAgreement decode_cycle_bits(const std::vector<uint64_t>& and_reduced, std::size_t capacity) {
-  HERD_ENFORCE_EQ(and_reduced.size(), cycle_bits_words(capacity));
+CycleAgreement decode_cycle_bits(const std::vector<uint64_t>& and_reduced, std::size_t capacity,
+                                 int num_ranks) {
+  HERD_ENFORCE_EQ(and_reduced.size(), cycle_bits_words(capacity, num_ranks));
   const std::size_t n = slot_words(capacity);
   CycleAgreement agreement;
   agreement.any_uncached = (and_reduced[0] & kHasUncachedBit) == 0;
   agreement.any_shutdown = (and_reduced[0] & kShutdownBit) == 0;
   collect_slots(and_reduced, 1, capacity, /*wanted=*/false, &agreement.invalid_anywhere);
   collect_slots(and_reduced, 1 + n, capacity, /*wanted=*/true, &agreement.ready_everywhere);
+  std::vector<uint32_t> joined;
+  collect_slots(and_reduced, 1 + 2 * n, static_cast<std::size_t>(num_ranks), /*wanted=*/false,
+                &joined);
+  agreement.joined_ranks.assign(joined.begin(), joined.end());
   return agreement;
 }
 

@@ -2,11 +2,11 @@
 // bitwise-AND allreduce that opens each background cycle.
 //
 // Layout (64-bit words): [inverted flags][inverted invalid-slot bits]
-// [ready-slot bits]. AND over ranks gives, for the ready bits, "ready on every
-// rank"; for the inverted parts, by De Morgan, the complement of "set on some
-// rank". So one collective answers: which cached names are ready everywhere,
-// which cache slots some rank invalidated, whether any rank has requests for
-// the coordinator, and whether any rank is shutting down. Pure functions.
+// [ready-slot bits][inverted joined-rank bits, when num_ranks > 0]. AND over ranks gives, for the
+// ready bits, "ready on every rank"; for the inverted parts, by De Morgan, the complement of "set
+// on some rank". So one collective answers: which cached names are ready everywhere, which cache
+// slots some rank invalidated, whether any rank has requests for the coordinator, and whether any
+// rank is shutting down. Pure functions.
 #pragma once
 
 #include <cstddef>
@@ -20,6 +20,11 @@ struct CycleBits {
   bool shutdown = false;                // this rank asked to shut down
   std::vector<uint32_t> ready_slots;    // cached names ready on this rank
   std::vector<uint32_t> invalid_slots;  // cached names this rank resubmitted with another signature
+  // herd::join: with num_ranks > 0, one more part of num_ranks inverted bits,
+  // where this rank (`rank`) marks whether it has joined.
+  int num_ranks = 0;
+  int rank = 0;
+  bool joined = false;
 };
 
 struct CycleAgreement {
@@ -27,15 +32,18 @@ struct CycleAgreement {
   bool any_shutdown = false;
   std::vector<uint32_t> ready_everywhere;  // ascending
   std::vector<uint32_t> invalid_anywhere;  // ascending
+  std::vector<int> joined_ranks;           // ascending; empty unless num_ranks > 0
 };
 
-// Number of 64-bit words for a cache of `capacity` slots.
-std::size_t cycle_bits_words(std::size_t capacity);
+// Number of 64-bit words for a cache of `capacity` slots, and a joined part
+// for `num_ranks` ranks.
+std::size_t cycle_bits_words(std::size_t capacity, int num_ranks = 0);
 
 // This rank's contribution; every slot must be < capacity.
 std::vector<uint64_t> encode_cycle_bits(const CycleBits& bits, std::size_t capacity);
 
 // Reads the AND of every rank's encode_cycle_bits.
-CycleAgreement decode_cycle_bits(const std::vector<uint64_t>& and_reduced, std::size_t capacity);
+CycleAgreement decode_cycle_bits(const std::vector<uint64_t>& and_reduced, std::size_t capacity,
+                                 int num_ranks = 0);
 
 }  // namespace herd::detail

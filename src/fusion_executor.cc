@@ -19,7 +19,8 @@ uint8_t* FusionExecutor::fusion_buffer(std::size_t bytes) {
   return fusion_buffer_.get();
 }
 
-Status FusionExecutor::allreduce(const Response& spec, const std::vector<TensorEntry*>& entries) {
+Status FusionExecutor::allreduce(const Response& spec, const std::vector<TensorEntry*>& entries,
+                                 Contribution contribution) {
   const std::size_t element_bytes = element_size(spec.dtype);
   int64_t total_count = 0;
   for (const TensorEntry* entry : entries) total_count += entry->request.num_elements();
@@ -42,13 +43,14 @@ Status FusionExecutor::allreduce(const Response& spec, const std::vector<TensorE
     }
   }
 
-  ops::scale(buffer, total_count, spec.dtype, spec.prescale);
+  if (!contribution.identity) ops::scale(buffer, total_count, spec.dtype, spec.prescale);
   const ReduceOp reduce_op = spec.op == ReduceOp::kAverage ? ReduceOp::kSum : spec.op;
   HERD_RETURN_IF_ERROR(collectives::allreduce(buffer, total_count, element_bytes,
                                               ops::make_reduce_fn(spec.dtype, reduce_op),
                                               transport_, options_));
   if (spec.op == ReduceOp::kAverage)
-    ops::divide(buffer, total_count, spec.dtype, transport_.size());
+    ops::divide(buffer, total_count, spec.dtype,
+                contribution.ranks > 0 ? contribution.ranks : transport_.size());
   ops::scale(buffer, total_count, spec.dtype, spec.postscale);
 
   if (entries.size() > 1) {

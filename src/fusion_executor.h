@@ -19,6 +19,14 @@
 
 namespace herd::detail {
 
+// Who feeds real data into a reduction. While some ranks have called
+// herd::join, they feed the identity of the op instead, and an average
+// divides by the ranks that did not join.
+struct Contribution {
+  int ranks = 0;          // ranks contributing real data; 0 means all of them
+  bool identity = false;  // this rank contributes only the identity: skip prescale
+};
+
 class FusionExecutor {
  public:
   FusionExecutor(collectives::Transport& transport, collectives::AllreduceOptions options);
@@ -26,7 +34,8 @@ class FusionExecutor {
   // Reduces every entry's input into its output as `spec` (dtype, op, scales)
   // says: output = postscale * reduce_op over ranks of (prescale * input),
   // with kAverage dividing the sum by the number of ranks before postscale.
-  [[nodiscard]] Status allreduce(const Response& spec, const std::vector<TensorEntry*>& entries);
+  [[nodiscard]] Status allreduce(const Response& spec, const std::vector<TensorEntry*>& entries,
+                                 Contribution contribution = {});
 
   // Bytes of fusion buffer currently held.
   std::size_t fusion_buffer_bytes() const { return fusion_buffer_capacity_; }

@@ -45,6 +45,9 @@ class ProcessSetState {
   // herd::Error if the name is pending here or the set has stopped.
   Handle submit(TensorEntry entry);
 
+  // herd::join on this set; see BackgroundLoop::join.
+  Handle join(int* last_rank) { return Handle(loop_->join(last_rank)); }
+
   // Numbers this rank's barriers on the set: every member counts the same.
   uint64_t next_barrier() { return barriers_.fetch_add(1); }
 

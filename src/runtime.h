@@ -73,6 +73,9 @@ class Runtime {
                                  double prescale, double postscale, const ProcessSet& set);
   // Submits this rank's next barrier of the set; barriers match in call order.
   Handle barrier_async(const ProcessSet& set);
+  // Starts this rank's herd::join on the global set; once the handle
+  // completes, *last_rank holds the rank that joined last.
+  Handle join_async(int* last_rank);
 
  private:
   Runtime() = default;

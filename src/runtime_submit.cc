@@ -177,4 +177,8 @@ Handle Runtime::barrier_async(const ProcessSet& set) {
   return state.submit(std::move(entry));
 }
 
+Handle Runtime::join_async(int* last_rank) {
+  return member_state(ProcessSet(), "join").join(last_rank);
+}
+
 }  // namespace herd::detail

@@ -37,6 +37,9 @@ struct TensorEntry {
   std::vector<int64_t>* received_splits = nullptr;  // alltoall, optional
   std::vector<TensorView> group_inputs;             // grouped allreduce
   std::vector<TensorView> group_outputs;
+  // A joined rank's stand-in for a tensor it never submitted: holds the
+  // identity of the op, and no handle waits on it.
+  std::unique_ptr<uint8_t[]> owned_storage;
   std::chrono::steady_clock::time_point submitted = std::chrono::steady_clock::now();
   bool stall_reported = false;  // the stall check warned about it already
 };

@@ -103,6 +103,17 @@ void grouped_allreduce(const std::vector<std::string>& names, const std::vector<
 // in order).
 void barrier(const ProcessSet& process_set = ProcessSet());
 
+// For a rank that has run out of data: blocks until every rank has called
+// join(), and returns the rank that joined last (of several that joined in
+// the same agreement round, the highest). Meanwhile the other ranks'
+// allreduces and grouped allreduces proceed, this rank contributing the
+// identity of each op (0 for sum and average, 1 for product, the type's
+// largest value for min and its lowest for max); an average then divides by
+// the number of ranks that have not joined. Any other collective submitted
+// while a rank has joined fails with herd::Error naming the joined ranks.
+// Global set only.
+int join();
+
 // Every collective above runs on `process_set`, the global set by default;
 // the calling rank must belong to it. Ranks named in arguments (broadcast's
 // root) and in error messages are global ranks; results ordered "by rank"

@@ -145,3 +145,31 @@ TEST_CASE("cycle bits: a slot ready on all but one rank is not ready", "[cycle_b
 }
 
 }  // namespace herd::detail
+
+namespace herd::detail {
+
+TEST_CASE("cycle bits: the joined part tells every rank which ranks joined", "[cycle_bits]") {
+  for (int num_ranks : {1, 2, 5, 64, 65, 130}) {
+    INFO("num_ranks " << num_ranks);
+    for (std::size_t capacity : {std::size_t{0}, std::size_t{3}, std::size_t{64}}) {
+      std::vector<int> expected;
+      std::vector<uint64_t> anded(cycle_bits_words(capacity, num_ranks), ~uint64_t{0});
+      for (int rank = 0; rank < num_ranks; ++rank) {
+        CycleBits bits;
+        bits.num_ranks = num_ranks;
+        bits.rank = rank;
+        bits.joined = rank % 3 == 1 || rank == num_ranks - 1;
+        if (bits.joined) expected.push_back(rank);
+        const std::vector<uint64_t> words = encode_cycle_bits(bits, capacity);
+        REQUIRE(words.size() == anded.size());
+        for (std::size_t i = 0; i < words.size(); ++i) anded[i] &= words[i];
+      }
+      const CycleAgreement agreement = decode_cycle_bits(anded, capacity, num_ranks);
+      CHECK(agreement.joined_ranks == expected);
+      CHECK(agreement.ready_everywhere.empty());
+      CHECK_FALSE(agreement.any_uncached);
+    }
+  }
+}
+
+}  // namespace herd::detail

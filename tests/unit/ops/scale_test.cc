@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -236,3 +237,41 @@ TEST_CASE("divide: a divisor below 1 is a caller bug and throws", "[divide]") {
 }
 
 }  // namespace herd::ops
+
+TEST_CASE("fill_identity: reducing the identity into a value leaves the value", "[ops][identity]") {
+  using herd::DataType;
+  using herd::ReduceOp;
+  const DataType dtypes[] = {DataType::kUInt8,   DataType::kInt8,    DataType::kInt32,
+                             DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16,
+                             DataType::kFloat32, DataType::kFloat64};
+  const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct};
+  for (DataType dtype : dtypes) {
+    for (ReduceOp op : ops) {
+      INFO(herd::to_string(dtype) << " " << herd::to_string(op));
+      const std::size_t size = herd::element_size(dtype);
+      // A few bit patterns of ordinary values: small positive and negative
+      // numbers in every type (for unsigned types the "negative" ones are large).
+      std::vector<uint8_t> values(size * 4);
+      for (std::size_t i = 0; i < values.size(); ++i)
+        values[i] = static_cast<uint8_t>(0x11 * (i + 1));
+      if (dtype == DataType::kFloat16 || dtype == DataType::kBFloat16) {
+        const uint16_t half[] = {0x3C00, 0xC000, 0x4248, 0x0001};    // 1, -2, 3.14, tiny
+        const uint16_t bfloat[] = {0x3F80, 0xC000, 0x4049, 0x0080};  // 1, -2, 3.14, tiny
+        std::memcpy(values.data(), dtype == DataType::kFloat16 ? half : bfloat, sizeof half);
+      }
+      if (dtype == DataType::kFloat32) {
+        const float f[] = {1.5f, -2.25f, 1e30f, -1e-30f};
+        std::memcpy(values.data(), f, sizeof f);
+      }
+      if (dtype == DataType::kFloat64) {
+        const double d[] = {1.5, -2.25, 1e300, -1e-300};
+        std::memcpy(values.data(), d, sizeof d);
+      }
+      std::vector<uint8_t> reduced = values;
+      std::vector<uint8_t> identity(values.size());
+      herd::ops::fill_identity(identity.data(), 4, dtype, op);
+      herd::ops::reduce_into(reduced.data(), identity.data(), 4, dtype, op);
+      CHECK(reduced == values);
+    }
+  }
+}
