@@ -181,6 +181,11 @@ void remove_process_set(const ProcessSet& process_set) {
   running("remove_process_set").remove_process_set(process_set);
 }
 
+std::vector<ProcessSet> process_sets() {
+  std::shared_lock<std::shared_mutex> lock(g_runtime_mutex);
+  return running("process_sets").process_sets();
+}
+
 ProcessSet global_process_set() {
   std::shared_lock<std::shared_mutex> lock(g_runtime_mutex);
   return running("global_process_set").global_process_set();

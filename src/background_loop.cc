@@ -34,7 +34,7 @@ BackgroundLoop::BackgroundLoop(const Config& config, TensorQueue& queue, Control
       control_(control),
       executor_(transport, allreduce_options(config)),
       collective_executor_(transport, executor_,
-                           static_cast<std::size_t>(config.ring_segment_bytes)),
+                           static_cast<std::size_t>(config.ring_segment_bytes), global_ranks_),
       cache_(static_cast<std::size_t>(config.cache_capacity)) {
   if (control_.rank() == 0) coordinator_.emplace(control_.size(), global_ranks_);
 }

@@ -1,5 +1,6 @@
 #include "src/collective_executor.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -34,8 +35,11 @@ int64_t reducescatter_rows(int64_t rows, int ranks, int rank) {
 }
 
 CollectiveExecutor::CollectiveExecutor(collectives::Transport& transport, FusionExecutor& allreduce,
-                                       std::size_t segment_bytes)
-    : transport_(transport), allreduce_(allreduce), segment_bytes_(segment_bytes) {}
+                                       std::size_t segment_bytes, std::vector<int> global_ranks)
+    : transport_(transport),
+      allreduce_(allreduce),
+      segment_bytes_(segment_bytes),
+      global_ranks_(std::move(global_ranks)) {}
 
 Status CollectiveExecutor::execute(const Response& response, TensorEntry& entry,
                                    Contribution contribution) {
@@ -74,8 +78,10 @@ Status CollectiveExecutor::allgather(const Response& response, TensorEntry& entr
 }
 
 Status CollectiveExecutor::broadcast(const Response& response, TensorEntry& entry) {
-  return collectives::broadcast(entry.input.data, entry.input.num_bytes(), response.root,
-                                transport_);
+  const auto root = std::find(global_ranks_.begin(), global_ranks_.end(), response.root);
+  HERD_ENFORCE(root != global_ranks_.end());
+  return collectives::broadcast(entry.input.data, entry.input.num_bytes(),
+                                static_cast<int>(root - global_ranks_.begin()), transport_);
 }
 
 Status CollectiveExecutor::alltoall(const Response& response, TensorEntry& entry) {

@@ -23,8 +23,9 @@ namespace herd::detail {
 class CollectiveExecutor {
  public:
   // `allreduce` runs grouped allreduces, which share its fusion buffer.
+  // `global_ranks` lists the set's members (a broadcast's root is one of them).
   CollectiveExecutor(collectives::Transport& transport, FusionExecutor& allreduce,
-                     std::size_t segment_bytes);
+                     std::size_t segment_bytes, std::vector<int> global_ranks);
 
   // `contribution` matters to the reductions only (see FusionExecutor).
   [[nodiscard]] Status execute(const Response& response, TensorEntry& entry,
@@ -41,6 +42,7 @@ class CollectiveExecutor {
   collectives::Transport& transport_;
   FusionExecutor& allreduce_;
   std::size_t segment_bytes_;
+  std::vector<int> global_ranks_;
   std::vector<uint8_t> scratch_;  // reducescatter's working copy of the input
 };
 

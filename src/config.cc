@@ -144,8 +144,9 @@ const std::array<Setting, 8> kSettings = {{
        return Status::ok();
      }},
     {"HERD_RING_SEGMENT_BYTES", "1048576",
-     "Size of one segment of the ring allreduce: each ring step sends a chunk "
-     "in segments of at most this many bytes.",
+     "Size of one segment of the ring algorithms (allreduce, allgather, "
+     "reducescatter): each ring step sends a chunk in segments of at most this "
+     "many bytes.",
      [](const char* variable, std::string_view text, Config* config) {
        auto value = parse_integer(text, 1, kMaxInt64);
        if (!value) return bad_value(variable, text, "a positive integer (bytes)");

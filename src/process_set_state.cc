@@ -5,11 +5,19 @@
 #include "herd/error.h"
 
 namespace herd::detail {
+namespace {
+
+int rank_in(MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  return rank;
+}
+
+}  // namespace
 
 ProcessSetState::ProcessSetState(int id, std::vector<int> ranks, MPI_Comm comm,
                                  const Config& config)
-    : id_(id), ranks_(std::move(ranks)) {
-  MPI_Comm_rank(comm, &set_rank_);
+    : id_(id), ranks_(std::move(ranks)), set_rank_(rank_in(comm)), queue_(ranks_[set_rank_]) {
   // Own communicators keep the set's messages apart from every other set's
   // and the application's, and control apart from data.
   int code = MPI_Comm_dup(comm, &control_comm_);

@@ -48,9 +48,6 @@ class ProcessSetState {
   // herd::join on this set; see BackgroundLoop::join.
   Handle join(int* last_rank) { return Handle(loop_->join(last_rank)); }
 
-  // Numbers this rank's barriers on the set: every member counts the same.
-  uint64_t next_barrier() { return barriers_.fetch_add(1); }
-
   // Stops the set's loop on every member (each member must call it), fails
   // what is pending, joins the thread and frees the communicators.
   void stop();
@@ -67,7 +64,6 @@ class ProcessSetState {
   std::unique_ptr<BackgroundLoop> loop_;
   std::thread thread_;
   bool stopped_ = false;
-  std::atomic<uint64_t> barriers_{0};
 };
 
 }  // namespace herd::detail

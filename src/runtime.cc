@@ -69,6 +69,47 @@ void check_settings_agree(const Config& config, int size) {
   }
 }
 
+// Every rank's list, gathered on the registry communicator.
+std::vector<std::vector<int>> allgather_lists(const std::vector<int>& mine, MPI_Comm comm,
+                                              int size) {
+  const int count = static_cast<int>(mine.size());
+  std::vector<int> counts(static_cast<std::size_t>(size));
+  check_mpi(MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm), "MPI_Allgather");
+  std::vector<int> displacements(static_cast<std::size_t>(size));
+  int total = 0;
+  for (int r = 0; r < size; ++r) {
+    displacements[r] = total;
+    total += counts[r];
+  }
+  std::vector<int> all(static_cast<std::size_t>(total));
+  check_mpi(MPI_Allgatherv(mine.data(), count, MPI_INT, all.data(), counts.data(),
+                           displacements.data(), MPI_INT, comm),
+            "MPI_Allgatherv");
+  std::vector<std::vector<int>> lists;
+  for (int r = 0; r < size; ++r) {
+    lists.emplace_back(all.begin() + displacements[r], all.begin() + displacements[r] + counts[r]);
+  }
+  return lists;
+}
+
+// Throws on every rank, the same message, unless every rank passed `mine`.
+void require_same_on_every_rank(const char* call, const std::vector<int>& mine, MPI_Comm comm,
+                                int size) {
+  const std::vector<std::vector<int>> lists = allgather_lists(mine, comm, size);
+  bool same = true;
+  std::vector<std::string> values;
+  for (int r = 0; r < size; ++r) {
+    same = same && lists[r] == lists[0];
+    values.push_back(fmt::format("rank {} [{}]", r, fmt::join(lists[r], ",")));
+  }
+  if (!same) {
+    throw Error(
+        fmt::format("herd::{}: ranks passed different arguments: {}; every rank must pass "
+                    "the same, in the same order of calls",
+                    call, fmt::join(values, ", ")));
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<Runtime> Runtime::start(const Config& config) {
@@ -119,8 +160,25 @@ std::unique_ptr<Runtime> Runtime::start(const Config& config) {
   std::iota(everyone.begin(), everyone.end(), 0);
   runtime->set_ranks_[0] = everyone;
   runtime->member_sets_[0] = std::make_unique<ProcessSetState>(0, everyone, MPI_COMM_WORLD, config);
+  // The sets are made one add_process_set at a time, which every rank must
+  // call equally often: agree on the count before the first one.
+  const std::vector<std::vector<int>> counts = allgather_lists(
+      {static_cast<int>(config.process_sets.size())}, runtime->registry_comm_, runtime->size_);
+  if (std::any_of(counts.begin(), counts.end(), [&](const auto& c) { return c != counts[0]; })) {
+    std::vector<std::string> values;
+    for (int r = 0; r < runtime->size_; ++r)
+      values.push_back(fmt::format("rank {} {}", r, counts[r][0]));
+    throw Error(fmt::format(
+        "herd::init: HERD_PROCESS_SETS names different numbers of sets across ranks: {}; every "
+        "rank must name the same sets",
+        fmt::join(values, ", ")));
+  }
   for (const std::vector<int>& ranks : config.process_sets) {
-    runtime->add_process_set(ranks);
+    try {
+      runtime->add_process_set(ranks);
+    } catch (const Error& error) {
+      throw Error(std::string("herd::init: HERD_PROCESS_SETS: ") + error.what());
+    }
   }
   HERD_LOG(kInfo,
            "started: rank {} of {}, local rank {} of {}, fusion threshold {} bytes, cycle {} ms",
@@ -145,53 +203,11 @@ Runtime::~Runtime() { shutdown(); }
 
 ProcessSet Runtime::global_process_set() const { return ProcessSet(); }
 
-namespace {
-
-// Every rank's list, gathered on the registry communicator.
-std::vector<std::vector<int>> allgather_lists(const std::vector<int>& mine, MPI_Comm comm,
-                                              int size) {
-  const int count = static_cast<int>(mine.size());
-  std::vector<int> counts(static_cast<std::size_t>(size));
-  check_mpi(MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm), "MPI_Allgather");
-  std::vector<int> displacements(static_cast<std::size_t>(size));
-  int total = 0;
-  for (int r = 0; r < size; ++r) {
-    displacements[r] = total;
-    total += counts[r];
-  }
-  std::vector<int> all(static_cast<std::size_t>(total));
-  check_mpi(MPI_Allgatherv(mine.data(), count, MPI_INT, all.data(), counts.data(),
-                           displacements.data(), MPI_INT, comm),
-            "MPI_Allgatherv");
-  std::vector<std::vector<int>> lists;
-  for (int r = 0; r < size; ++r) {
-    lists.emplace_back(all.begin() + displacements[r], all.begin() + displacements[r] + counts[r]);
-  }
-  return lists;
-}
-
-// Throws on every rank, the same message, unless every rank passed `mine`.
-void require_same_on_every_rank(const char* call, const std::vector<int>& mine, MPI_Comm comm,
-                                int size) {
-  const std::vector<std::vector<int>> lists = allgather_lists(mine, comm, size);
-  bool same = true;
-  std::vector<std::string> values;
-  for (int r = 0; r < size; ++r) {
-    same = same && lists[r] == lists[0];
-    values.push_back(fmt::format("rank {} [{}]", r, fmt::join(lists[r], ",")));
-  }
-  if (!same) {
-    throw Error(
-        fmt::format("herd::{}: ranks passed different arguments: {}; every rank must pass "
-                    "the same, in the same order of calls",
-                    call, fmt::join(values, ", ")));
-  }
-}
-
-}  // namespace
-
 ProcessSet Runtime::add_process_set(std::vector<int> ranks) {
   std::sort(ranks.begin(), ranks.end());
+  // Agree first: the checks below then see the same list on every rank, so
+  // every rank throws the same error instead of one rank alone.
+  require_same_on_every_rank("add_process_set", ranks, registry_comm_, size_);
   const std::string given = fmt::format("[{}]", fmt::join(ranks, ","));
   if (ranks.empty()) throw Error("herd::add_process_set: a process set needs at least one rank");
   if (std::adjacent_find(ranks.begin(), ranks.end()) != ranks.end()) {
@@ -201,7 +217,6 @@ ProcessSet Runtime::add_process_set(std::vector<int> ranks) {
     throw Error(fmt::format("herd::add_process_set: ranks {} reach outside the job's ranks 0..{}",
                             given, size_ - 1));
   }
-  require_same_on_every_rank("add_process_set", ranks, registry_comm_, size_);
   for (const auto& [id, existing] : set_ranks_) {
     if (id != 0 && existing == ranks) {
       throw Error(
@@ -209,6 +224,14 @@ ProcessSet Runtime::add_process_set(std::vector<int> ranks) {
     }
   }
   return create_process_set(next_set_id_++, std::move(ranks));
+}
+
+std::vector<ProcessSet> Runtime::process_sets() const {
+  std::vector<ProcessSet> sets;
+  for (const auto& [id, ranks] : set_ranks_) {
+    sets.push_back(id == 0 ? ProcessSet() : ProcessSet(id, ranks));
+  }
+  return sets;
 }
 
 ProcessSet Runtime::create_process_set(int id, std::vector<int> ranks) {
@@ -226,12 +249,13 @@ ProcessSet Runtime::create_process_set(int id, std::vector<int> ranks) {
 }
 
 void Runtime::remove_process_set(const ProcessSet& set) {
+  // Agree first, so that a bad id fails on every rank alike.
+  require_same_on_every_rank("remove_process_set", {set.id()}, registry_comm_, size_);
   if (set.is_global()) throw Error("herd::remove_process_set: the global process set stays");
   auto known = set_ranks_.find(set.id());
   if (known == set_ranks_.end()) {
     throw Error(fmt::format("herd::remove_process_set: there is no process set {}", set.id()));
   }
-  require_same_on_every_rank("remove_process_set", {set.id()}, registry_comm_, size_);
   auto member = member_sets_.find(set.id());
   if (member != member_sets_.end()) {
     member->second->stop();
@@ -245,6 +269,10 @@ ProcessSetState& Runtime::member_state(const ProcessSet& set, const std::string&
   if (known == set_ranks_.end()) {
     throw Error(
         fmt::format("{}: there is no process set {} (removed, or never added)", what, set.id()));
+  }
+  if (!set.is_global() && set.ranks() != known->second) {
+    throw Error(fmt::format("{}: process set {} has ranks [{}], not [{}]", what, set.id(),
+                            fmt::join(known->second, ","), fmt::join(set.ranks(), ",")));
   }
   auto member = member_sets_.find(set.id());
   if (member == member_sets_.end()) {

@@ -52,6 +52,8 @@ class Runtime {
   ProcessSet add_process_set(std::vector<int> ranks);
   void remove_process_set(const ProcessSet& set);
   ProcessSet global_process_set() const;
+  // Every set of the job, the global set first, then by id.
+  std::vector<ProcessSet> process_sets() const;
 
   // Each checks its arguments and queues the operation on the set's thread;
   // throws herd::Error when the request is malformed, this rank is not in the

@@ -34,6 +34,8 @@ Status require_finite(const std::string& what, double prescale, double postscale
       fmt::format("{}: prescale {} and postscale {} must be finite", what, prescale, postscale));
 }
 
+constexpr const char* kBarrierName = "herd.barrier";
+
 std::string describe(CollectiveType type, const std::string& name) {
   return fmt::format("{} '{}'", to_string(type), name);
 }
@@ -98,7 +100,9 @@ Handle Runtime::broadcast_async(const std::string& name, const TensorView& inout
                             set.id(), fmt::join(members, ",")));
   }
   TensorEntry entry = make_entry(CollectiveType::kBroadcast, name, inout, state);
-  entry.request.root = static_cast<int32_t>(at - members.begin());
+  // Carried as the global rank, so messages name it as the caller did; the
+  // executor finds its position in the set.
+  entry.request.root = root;
   return state.submit(std::move(entry));
 }
 
@@ -169,10 +173,13 @@ Handle Runtime::grouped_allreduce_async(const std::vector<std::string>& names,
 }
 
 Handle Runtime::barrier_async(const ProcessSet& set) {
+  // Every barrier has the same name. A rank has at most one pending, and a
+  // barrier completes on every rank in the same cycle, so the k-th barriers
+  // of all ranks always meet under it, also after a barrier that failed on
+  // some ranks only (one refused while ranks were joined, say), which a
+  // counter in the name would have put out of step.
   ProcessSetState& state = member_state(set, "barrier");
-  TensorEntry entry =
-      make_entry(CollectiveType::kBarrier, fmt::format("herd.barrier.{}", state.next_barrier()),
-                 TensorView{}, state);
+  TensorEntry entry = make_entry(CollectiveType::kBarrier, kBarrierName, TensorView{}, state);
   entry.request.shape.clear();
   return state.submit(std::move(entry));
 }

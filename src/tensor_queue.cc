@@ -13,7 +13,7 @@ Status TensorQueue::push(TensorEntry entry) {
       return Status::error(fmt::format(
           "{}: a request with this name is still pending on rank {}; wait for it before "
           "submitting the name again",
-          entry.handle->description(), entry.request.rank));
+          entry.handle->description(), rank_label_));
     }
     entries_.push_back(std::move(entry));
   }

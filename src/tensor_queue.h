@@ -46,6 +46,9 @@ struct TensorEntry {
 
 class TensorQueue {
  public:
+  // `rank_label` is this rank's global rank, for messages.
+  explicit TensorQueue(int rank_label = 0) : rank_label_(rank_label) {}
+
   // Fails when the name is already pending on this rank, or the queue is closed.
   [[nodiscard]] Status push(TensorEntry entry);
 
@@ -63,6 +66,7 @@ class TensorQueue {
   std::vector<TensorEntry> close(const std::string& reason);
 
  private:
+  const int rank_label_;
   std::mutex mutex_;
   std::condition_variable work_cv_;
   std::vector<TensorEntry> entries_;

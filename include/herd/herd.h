@@ -99,16 +99,18 @@ void grouped_allreduce(const std::vector<std::string>& names, const std::vector<
                        const std::vector<TensorView>& outputs, ReduceOp op, double prescale = 1.0,
                        double postscale = 1.0, const ProcessSet& process_set = ProcessSet());
 
-// Returns once every rank of the set has called barrier() (calls are matched
-// in order).
+// Returns once every rank of the set has called barrier(); each rank's k-th
+// barrier meets the others' k-th. One barrier at a time per rank and set (a
+// second one called while the first waits throws herd::Error).
 void barrier(const ProcessSet& process_set = ProcessSet());
 
 // For a rank that has run out of data: blocks until every rank has called
 // join(), and returns the rank that joined last (of several that joined in
 // the same agreement round, the highest). Meanwhile the other ranks'
 // allreduces and grouped allreduces proceed, this rank contributing the
-// identity of each op (0 for sum and average, 1 for product, the type's
-// largest value for min and its lowest for max); an average then divides by
+// identity of each op (0 for sum and average, 1 for product, +infinity or the
+// type's largest value for min, -infinity or its lowest for max, without
+// prescale); an average then divides by
 // the number of ranks that have not joined. Any other collective submitted
 // while a rank has joined fails with herd::Error naming the joined ranks.
 // Global set only.
@@ -129,6 +131,10 @@ ProcessSet add_process_set(std::vector<int> ranks);
 void remove_process_set(const ProcessSet& process_set);
 // The set of all ranks.
 ProcessSet global_process_set();
+// Every process set of the job (those of HERD_PROCESS_SETS included): the
+// global set first, then by id. A ProcessSet passed to a collective must be
+// one of these (same id and ranks).
+std::vector<ProcessSet> process_sets();
 
 // True once the operation has completed, successfully or not. Never blocks.
 bool poll(const Handle& handle);

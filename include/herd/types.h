@@ -21,8 +21,9 @@ enum class DataType {
   kFloat64,
 };
 
-// kAverage is a sum followed by a division by the number of ranks; for
-// integer types that division truncates toward zero (see docs/architecture.md).
+// kAverage is a sum followed by a division by the number of ranks taking part
+// (the process set's size, less the ranks that have called herd::join); for
+// integer types that division truncates toward zero (see docs/collectives.md).
 enum class ReduceOp {
   kSum,
   kAverage,

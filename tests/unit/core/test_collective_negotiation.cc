@@ -19,9 +19,9 @@ namespace {
 using Shape = std::vector<int64_t>;
 
 const std::vector<CollectiveType> kCollectives = {
-    CollectiveType::kAllreduce,     CollectiveType::kAllgather, CollectiveType::kBroadcast,
-    CollectiveType::kAlltoall,      CollectiveType::kReducescatter,
-    CollectiveType::kBarrier,       CollectiveType::kGroupedAllreduce};
+    CollectiveType::kAllreduce,       CollectiveType::kAllgather,     CollectiveType::kBroadcast,
+    CollectiveType::kAlltoall,        CollectiveType::kReducescatter, CollectiveType::kBarrier,
+    CollectiveType::kGroupedAllreduce};
 
 Request request(int rank, CollectiveType type, const std::string& name, Shape shape = {4, 3}) {
   Request r;
@@ -37,16 +37,15 @@ Request request(int rank, CollectiveType type, const std::string& name, Shape sh
 std::vector<Request> gather_requests(const std::string& name, const Shape& extents) {
   std::vector<Request> requests;
   for (std::size_t r = 0; r < extents.size(); ++r) {
-    requests.push_back(request(static_cast<int>(r), CollectiveType::kAllgather, name,
-                               {extents[r], 3}));
+    requests.push_back(
+        request(static_cast<int>(r), CollectiveType::kAllgather, name, {extents[r], 3}));
   }
   return requests;
 }
 
 // One alltoall request per rank: rank r sends splits[r] (p entries) rows of
 // [*, 2], so its first dimension is the sum of its row.
-std::vector<Request> alltoall_requests(const std::string& name,
-                                       const std::vector<Shape>& splits) {
+std::vector<Request> alltoall_requests(const std::string& name, const std::vector<Shape>& splits) {
   std::vector<Request> requests;
   for (std::size_t r = 0; r < splits.size(); ++r) {
     int64_t rows = 0;
@@ -204,8 +203,9 @@ TEST_CASE("negotiation: allgather trailing dims, ndims and dtype must agree", "[
 
   std::vector<Request> device = gather_requests("d", {1, 1});
   device[1].device = Device::gpu(0);
-  CHECK(build_response(device).error_message == "allgather 'd': device mismatch: rank 0 cpu, "
-                                                "rank 1 gpu:0");
+  CHECK(build_response(device).error_message ==
+        "allgather 'd': device mismatch: rank 0 cpu, "
+        "rank 1 gpu:0");
 }
 
 TEST_CASE("negotiation: alltoall gives the splits matrix, sender-major", "[negotiation]") {
@@ -244,6 +244,10 @@ TEST_CASE("negotiation: broadcast compares dtype, shape, root and device, in tha
   REQUIRE(response.type == ResponseType::kExecute);
   CHECK(response.root == 2);
   CHECK(response.rank_extents.empty());
+  CHECK(response.matches(requests[0]));
+  Request moved_root = requests[0];
+  moved_root.root = 0;
+  CHECK_FALSE(response.matches(moved_root));  // the cache misses
 
   requests[1].root = 0;
   CHECK(build_response(requests).error_message ==
@@ -295,6 +299,9 @@ TEST_CASE("negotiation: grouped allreduce compares every member's shape", "[nego
   CHECK(ok.group_shapes == std::vector<Shape>{{3}, {4, 5}});
   CHECK(ok.num_elements() == 23);
   CHECK(ok.matches(requests[1]));
+  Request regrouped = requests[1];
+  regrouped.group_shapes = {{3}, {5, 4}};
+  CHECK_FALSE(ok.matches(regrouped));  // the cache misses
 
   requests[1].group_shapes = {{3}, {4, 6}};
   CHECK(build_response(requests).error_message ==
@@ -348,8 +355,7 @@ TEST_CASE("negotiation: a collective mismatch is reported alone", "[negotiation]
 
 // --- global ranks in a process set ----------------------------------------------
 
-TEST_CASE("negotiation: rank labels name a process set's members by global rank",
-          "[negotiation]") {
+TEST_CASE("negotiation: rank labels name a process set's members by global rank", "[negotiation]") {
   const std::vector<int> odd = {1, 3};
   CHECK(build_response({request(0, CollectiveType::kAllreduce, "mm", {2}),
                         request(1, CollectiveType::kAllreduce, "mm", {3})},
@@ -373,29 +379,27 @@ TEST_CASE("negotiation: rank labels name a process set's members by global rank"
   CHECK(agreed.rank_extents == Shape{2, 1});
 }
 
-TEST_CASE("negotiation: a Coordinator with rank labels names global ranks", "[negotiation]") {
-  Coordinator coordinator(2, {1, 3});
-  REQUIRE(coordinator.add(request(1, CollectiveType::kAllreduce, "mm", {3})).is_ok());
-  REQUIRE(coordinator.add(request(0, CollectiveType::kAllreduce, "mm", {2})).is_ok());
-  std::vector<Response> ready = coordinator.take_ready();
-  REQUIRE(ready.size() == 1);
-  CHECK(ready[0].error_message == "allreduce 'mm': shape mismatch: rank 1 [2], rank 3 [3]");
-}
-
 namespace {
 Coordinator::Clock::time_point g_negotiation_now;
 Coordinator::Clock::time_point negotiation_now() { return g_negotiation_now; }
 }  // namespace
 
-TEST_CASE("negotiation: the stall report of a process set names global ranks",
-          "[negotiation]") {
+TEST_CASE("negotiation: a Coordinator with rank labels names global ranks", "[negotiation]") {
+  Coordinator pair(2, {1, 3});
+  REQUIRE(pair.add(request(1, CollectiveType::kAllreduce, "mm", {3})).is_ok());
+  REQUIRE(pair.add(request(0, CollectiveType::kAllreduce, "mm", {2})).is_ok());
+  std::vector<Response> ready = pair.take_ready();
+  REQUIRE(ready.size() == 1);
+  CHECK(ready[0].error_message == "allreduce 'mm': shape mismatch: rank 1 [2], rank 3 [3]");
+
+  // The stall report, too.
   using std::chrono::seconds;
-  Coordinator coordinator(3, {0, 2, 3});
-  coordinator.set_clock(&negotiation_now);
+  Coordinator trio(3, {0, 2, 3});
+  trio.set_clock(&negotiation_now);
   const Coordinator::Clock::time_point start{};
   g_negotiation_now = start;
-  REQUIRE(coordinator.add(request(1, CollectiveType::kAllgather, "late", {1, 3})).is_ok());
-  std::vector<std::string> report = coordinator.stall_report(start + seconds(61), seconds(60));
+  REQUIRE(trio.add(request(1, CollectiveType::kAllgather, "late", {1, 3})).is_ok());
+  std::vector<std::string> report = trio.stall_report(start + seconds(61), seconds(60));
   REQUIRE(report.size() == 1);
   CHECK(report[0] ==
         "allgather 'late' has waited 61.0 s: submitted by ranks [2], missing on ranks [0, 3]");
@@ -479,26 +483,6 @@ TEST_CASE("negotiation: the cache hits until one rank changes its first dim or s
   CHECK(put->slot == slot);
   CHECK(cache.lookup(grown).state == ResponseCache::LookupState::kHit);
   CHECK(cache.lookup(gather[2]).state == ResponseCache::LookupState::kMismatch);
-}
-
-TEST_CASE("negotiation: broadcast root and grouped shapes decide cache hits", "[negotiation]") {
-  Request bcast = request(0, CollectiveType::kBroadcast, "b", {5});
-  bcast.root = 1;
-  Request other = bcast;
-  other.rank = 1;
-  const Response response = build_response({bcast, other});
-  CHECK(response.matches(bcast));
-  Request moved_root = bcast;
-  moved_root.root = 0;
-  CHECK_FALSE(response.matches(moved_root));
-
-  Request group = request(0, CollectiveType::kGroupedAllreduce, "{a, b}", {});
-  group.group_shapes = {{3}, {4}};
-  const Response grouped = build_response({group});
-  CHECK(grouped.matches(group));
-  Request regrouped = group;
-  regrouped.group_shapes = {{3}, {5}};
-  CHECK_FALSE(grouped.matches(regrouped));
 }
 
 }  // namespace herd::detail
