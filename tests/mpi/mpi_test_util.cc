@@ -1,6 +1,8 @@
 // Harness of the multi-rank API tests; see mpi_test_util.h.
 #include "mpi_test_util.h"
 
+#include "herd/herd.h"
+
 #include <mpi.h>
 
 #include <algorithm>
@@ -433,6 +435,8 @@ int64_t reduce_k(const ReduceSpec& s, int rank, int size, int64_t index) {
   return range.lo + static_cast<int64_t>(h % width);
 }
 
+}  // namespace
+
 int64_t scale_integer(DataType dtype, int64_t value, double scale) {
   if (scale == 1.0) return value;
   const double x = std::round(static_cast<double>(value) * scale);
@@ -440,20 +444,6 @@ int64_t scale_integer(DataType dtype, int64_t value, double scale) {
   if (x >= static_cast<double>(int_max(dtype))) return int_max(dtype);
   return static_cast<int64_t>(x);
 }
-
-template <typename T>
-T fold(ReduceOp op, T acc, T value) {
-  switch (op) {
-    case ReduceOp::kSum:
-    case ReduceOp::kAverage: return acc + value;
-    case ReduceOp::kMin: return std::min(acc, value);
-    case ReduceOp::kMax: return std::max(acc, value);
-    case ReduceOp::kProduct: return acc * value;
-  }
-  return acc;
-}
-
-}  // namespace
 
 double reduce_input(const ReduceSpec& spec, int rank, int size, int64_t index) {
   return static_cast<double>(reduce_k(spec, rank, size, index)) * reduce_range(spec, size).step;
@@ -483,6 +473,46 @@ double reduce_tolerance(const ReduceSpec& spec, int size, double expected) {
   const bool power_of_two = (size & (size - 1)) == 0;
   if (power_of_two && representable(spec.dtype, expected)) return 0;
   return ulp(spec.dtype, expected);
+}
+
+std::string error_of(const std::function<void()>& run) {
+  try {
+    run();
+  } catch (const herd::Error& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("(not a herd::Error) ") + e.what();
+  }
+  return "(no error)";
+}
+
+MpiWorld init_mpi(int* argc, char*** argv) {
+  MpiWorld world;
+  MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &world.provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world.size);
+  return world;
+}
+
+bool init_herd(const char* program) {
+  try {
+    herd::init();
+  } catch (const herd::Error& e) {
+    std::fprintf(stderr, "%s: herd::init threw: %s\n", program, e.what());
+    return false;
+  }
+  return true;
+}
+
+bool shutdown_herd(const Recorder& rec) {
+  try {
+    herd::shutdown();
+  } catch (const herd::Error& e) {
+    std::fprintf(stderr, "%s rank %d: shutdown threw: %s\n", rec.program().c_str(), rec.rank(),
+                 e.what());
+    return false;
+  }
+  return true;
 }
 
 }  // namespace herd_test

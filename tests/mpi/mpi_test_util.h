@@ -13,7 +13,9 @@
 // Recorder may be used from several threads at once; the rest are pure.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -37,6 +39,7 @@ class Recorder {
   int finish();
 
   int rank() const { return rank_; }
+  const std::string& program() const { return program_; }
 
  private:
   friend class CaseCheck;
@@ -143,5 +146,43 @@ double reduce_expected(const ReduceSpec& spec, int size, int64_t index);
 // 0, or 1 ulp of the dtype for an average the dtype (or, for a rank count
 // that is not a power of two, double) could not hold exactly.
 double reduce_tolerance(const ReduceSpec& spec, int size, double expected);
+
+// Integer scaling as herd promises it: multiply in double, round to nearest
+// with ties away from zero (std::round), saturate to the dtype.
+int64_t scale_integer(herd::DataType dtype, int64_t value, double scale);
+
+// One step of a reduction folded here: acc (op) value; average adds.
+template <typename T>
+T fold(herd::ReduceOp op, T acc, T value) {
+  switch (op) {
+    case herd::ReduceOp::kSum:
+    case herd::ReduceOp::kAverage: return acc + value;
+    case herd::ReduceOp::kMin: return std::min(acc, value);
+    case herd::ReduceOp::kMax: return std::max(acc, value);
+    case herd::ReduceOp::kProduct: return acc * value;
+  }
+  return acc;
+}
+
+// --- program scaffolding shared by every test's main() ----------------------
+
+// what() of the herd::Error `run` throws; "(no error)" when it returns.
+std::string error_of(const std::function<void()>& run);
+
+// For a program that owns MPI: MPI_Init_thread asking MPI_THREAD_MULTIPLE,
+// the level provided, and this process's rank and size in MPI_COMM_WORLD.
+struct MpiWorld {
+  int provided = 0;
+  int rank = 0;
+  int size = 1;
+};
+MpiWorld init_mpi(int* argc, char*** argv);
+
+// herd::init() for a program that leaves MPI to herd; on a herd::Error prints
+// "<program>: herd::init threw: ..." and returns false.
+bool init_herd(const char* program);
+// herd::shutdown(); on a herd::Error prints
+// "<program> rank R: shutdown threw: ..." and returns false.
+bool shutdown_herd(const Recorder& rec);
 
 }  // namespace herd_test

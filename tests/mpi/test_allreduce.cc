@@ -113,36 +113,14 @@ int64_t input_k(const Spec& s, const Range& range, int rank, int size, int64_t i
   return range.lo + static_cast<int64_t>(h % width);
 }
 
-// Integer scaling as herd promises it: multiply in double, round to nearest
-// with ties away from zero (std::round), saturate to the dtype.
-int64_t scale_int(DataType dtype, int64_t value, double scale) {
-  if (scale == 1.0) return value;
-  const double x = std::round(static_cast<double>(value) * scale);
-  if (x <= static_cast<double>(int_min(dtype))) return int_min(dtype);
-  if (x >= static_cast<double>(int_max(dtype))) return int_max(dtype);
-  return static_cast<int64_t>(x);
-}
-
-template <typename T>
-T combine(ReduceOp op, T acc, T value) {
-  switch (op) {
-    case ReduceOp::kSum:
-    case ReduceOp::kAverage: return acc + value;
-    case ReduceOp::kMin: return std::min(acc, value);
-    case ReduceOp::kMax: return std::max(acc, value);
-    case ReduceOp::kProduct: return acc * value;
-  }
-  return acc;
-}
-
 int64_t expected_int(const Spec& s, const Range& range, int size, int64_t index) {
   int64_t acc = 0;
   for (int r = 0; r < size; ++r) {
-    const int64_t v = scale_int(s.dtype, input_k(s, range, r, size, index), s.prescale);
-    acc = r == 0 ? v : combine(s.op, acc, v);
+    const int64_t v = scale_integer(s.dtype, input_k(s, range, r, size, index), s.prescale);
+    acc = r == 0 ? v : fold(s.op, acc, v);
   }
   if (s.op == ReduceOp::kAverage) acc /= size;  // truncates toward zero
-  return scale_int(s.dtype, acc, s.postscale);
+  return scale_integer(s.dtype, acc, s.postscale);
 }
 
 double expected_float(const Spec& s, const Range& range, int size, int64_t index) {
@@ -150,7 +128,7 @@ double expected_float(const Spec& s, const Range& range, int size, int64_t index
   for (int r = 0; r < size; ++r) {
     const double v =
         static_cast<double>(input_k(s, range, r, size, index)) * range.step * s.prescale;
-    acc = r == 0 ? v : combine(s.op, acc, v);
+    acc = r == 0 ? v : fold(s.op, acc, v);
   }
   if (s.op == ReduceOp::kAverage) acc /= size;
   return acc * s.postscale;
@@ -395,12 +373,7 @@ void check_identity(Recorder& rec) {
 }  // namespace
 
 int main() {
-  try {
-    herd::init();
-  } catch (const herd::Error& e) {
-    std::fprintf(stderr, "test_allreduce: herd::init threw: %s\n", e.what());
-    return 1;
-  }
+  if (!init_herd("test_allreduce")) return 1;
   const int rank = herd::rank();
   Recorder rec("test_allreduce", rank);
   auto start = std::chrono::steady_clock::now();
@@ -421,11 +394,5 @@ int main() {
     rec.fail("main", std::string("threw: ") + e.what());
   }
   const int code = rec.finish();
-  try {
-    herd::shutdown();
-  } catch (const herd::Error& e) {
-    std::fprintf(stderr, "test_allreduce rank %d: shutdown threw: %s\n", rank, e.what());
-    return 1;
-  }
-  return code;
+  return shutdown_herd(rec) ? code : 1;
 }

@@ -406,12 +406,7 @@ void test_reducescatter(Job& job) {
 }  // namespace
 
 int main() {
-  try {
-    herd::init();
-  } catch (const herd::Error& e) {
-    std::fprintf(stderr, "test_collectives_api: herd::init threw: %s\n", e.what());
-    return 1;
-  }
+  if (!init_herd("test_collectives_api")) return 1;
   const int rank = herd::rank();
   Recorder rec("test_collectives_api", rank);
   Job job{rec, rank, herd::size(), std::mt19937(static_cast<unsigned>(rank) + 17)};
@@ -434,11 +429,5 @@ int main() {
     }
   }
   const int code = rec.finish();
-  try {
-    herd::shutdown();
-  } catch (const herd::Error& e) {
-    std::fprintf(stderr, "test_collectives_api rank %d: shutdown threw: %s\n", rank, e.what());
-    return 1;
-  }
-  return code;
+  return shutdown_herd(rec) ? code : 1;
 }

@@ -415,17 +415,12 @@ void test_local(const Job& job) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  int rank = 0;
-  int size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  Recorder rec("test_collectives_errors", rank);
-  const Job job{rec, rank, size};
+  const MpiWorld world = init_mpi(&argc, &argv);
+  Recorder rec("test_collectives_errors", world.rank);
+  const Job job{rec, world.rank, world.size};
   try {
     herd::init();
-    if (size > 1) {
+    if (world.size > 1) {
       test_allgather(job);
       test_broadcast_roots(job);
       test_mixed(job);
@@ -436,11 +431,7 @@ int main(int argc, char** argv) {
     rec.fail("main", std::string("threw: ") + e.what());
   }
   const int code = rec.finish();
-  try {
-    herd::shutdown();
-  } catch (const herd::Error& e) {
-    std::fprintf(stderr, "test_collectives_errors rank %d: shutdown threw: %s\n", rank, e.what());
-  }
+  shutdown_herd(rec);
   MPI_Finalize();
   return code;
 }

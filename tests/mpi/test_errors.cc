@@ -281,22 +281,17 @@ void test_malformed(const Job& job) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  int rank = 0;
-  int size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  Recorder rec("test_errors", rank);
-  const Job job{rec, rank, size};
-  rec.check(provided == MPI_THREAD_MULTIPLE, "mpi", "MPI_THREAD_MULTIPLE not provided");
+  const MpiWorld world = init_mpi(&argc, &argv);
+  Recorder rec("test_errors", world.rank);
+  const Job job{rec, world.rank, world.size};
+  rec.check(world.provided == MPI_THREAD_MULTIPLE, "mpi", "MPI_THREAD_MULTIPLE not provided");
   try {
     herd::init();
-    rec.check(herd::rank() == rank && herd::size() == size, "init",
+    rec.check(herd::rank() == world.rank && herd::size() == world.size, "init",
               "herd rank/size differ from MPI's");
-    if (size > 1) test_mismatches(job);
+    if (world.size > 1) test_mismatches(job);
     test_duplicate(job, 0);
-    if (size > 1) test_duplicate(job, 1);
+    if (world.size > 1) test_duplicate(job, 1);
     test_malformed(job);
     herd::shutdown();
   } catch (const std::exception& e) {

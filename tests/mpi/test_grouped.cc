@@ -310,12 +310,7 @@ void test_barrier(Job& job) {
 }  // namespace
 
 int main() {
-  try {
-    herd::init();
-  } catch (const herd::Error& e) {
-    std::fprintf(stderr, "test_grouped: herd::init threw: %s\n", e.what());
-    return 1;
-  }
+  if (!init_herd("test_grouped")) return 1;
   const int rank = herd::rank();
   Recorder rec("test_grouped", rank);
   Job job{rec, rank, herd::size(), std::mt19937(static_cast<unsigned>(rank) + 5)};
@@ -332,11 +327,5 @@ int main() {
     rec.fail("main", std::string("threw: ") + e.what());
   }
   const int code = rec.finish();
-  try {
-    herd::shutdown();
-  } catch (const herd::Error& e) {
-    std::fprintf(stderr, "test_grouped rank %d: shutdown threw: %s\n", rank, e.what());
-    return 1;
-  }
-  return code;
+  return shutdown_herd(rec) ? code : 1;
 }

@@ -102,18 +102,6 @@ double expected_value(const OpCase& op, const std::vector<int>& active, int s, i
   return acc;
 }
 
-// 'what' of the herd::Error `run` throws; "(no error)" when it returns.
-std::string error_of(const std::function<void()>& run) {
-  try {
-    run();
-  } catch (const herd::Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("(not a herd::Error) ") + e.what();
-  }
-  return "(no error)";
-}
-
 void expect_joined_error(const Job& job, const std::string& case_name, const std::string& name,
                          const std::function<void()>& run) {
   const std::string what = error_of(run);
@@ -265,14 +253,9 @@ std::thread final_barrier(const Job& job, std::atomic<bool>* done) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  int rank = 0;
-  int size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  Recorder rec("test_join", rank);
-  const Job job{rec, rank, size};
+  const MpiWorld world = init_mpi(&argc, &argv);
+  Recorder rec("test_join", world.rank);
+  const Job job{rec, world.rank, world.size};
   std::atomic<bool> barrier_done{false};
   std::thread barrier_thread;
   try {
@@ -286,11 +269,7 @@ int main(int argc, char** argv) {
     rec.fail("main", std::string("threw: ") + e.what());
   }
   const int code = rec.finish();
-  try {
-    herd::shutdown();
-  } catch (const herd::Error& e) {
-    std::fprintf(stderr, "test_join rank %d: shutdown threw: %s\n", rank, e.what());
-  }
+  shutdown_herd(rec);
   if (barrier_thread.joinable()) barrier_thread.join();
   MPI_Finalize();
   return code;

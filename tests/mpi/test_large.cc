@@ -26,12 +26,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 int main() {
-  try {
-    herd::init();
-  } catch (const herd::Error& e) {
-    std::fprintf(stderr, "test_large: herd::init threw: %s\n", e.what());
-    return 1;
-  }
+  if (!herd_test::init_herd("test_large")) return 1;
   const int rank = herd::rank();
   const int size = herd::size();
   herd_test::Recorder rec("test_large", rank);
@@ -68,11 +63,5 @@ int main() {
   c.done();
   data.reset();
   const int code = rec.finish();
-  try {
-    herd::shutdown();
-  } catch (const herd::Error& e) {
-    std::fprintf(stderr, "test_large rank %d: shutdown threw: %s\n", rank, e.what());
-    return 1;
-  }
-  return code;
+  return herd_test::shutdown_herd(rec) ? code : 1;
 }

@@ -20,6 +20,7 @@
 #include "collectives/allreduce.h"
 #include "collectives/mpi/mpi_transport.h"
 #include "ops/reduce.h"
+#include "raw_mpi_test_util.h"
 
 namespace herd::collectives {
 namespace {
@@ -27,64 +28,10 @@ namespace {
 constexpr int kPassTag = 7001;
 constexpr int kWrongLengthTag = 7002;
 
-// Reductions of the test's own, so it does not depend on ops/.
-template <typename T, typename Combine>
-ops::ReduceFn elementwise(Combine combine) {
-  return [combine](void* dst, const void* src, int64_t count) {
-    auto* out = static_cast<T*>(dst);
-    const auto* in = static_cast<const T*>(src);
-    for (int64_t i = 0; i < count; ++i) out[i] = combine(out[i], in[i]);
-  };
-}
-const ops::ReduceFn kFloatSum = elementwise<float>([](float a, float b) { return a + b; });
-const ops::ReduceFn kInt32Max =
-    elementwise<int32_t>([](int32_t a, int32_t b) { return a < b ? b : a; });
-
-class Tally {
- public:
-  explicit Tally(int rank) : rank_(rank) {}
-
-  void pass() { ++passed_; }
-  void fail(const std::string& test_case, const std::string& detail) {
-    ++failed_;
-    std::fprintf(stderr, "FAIL rank %d, %s: %s\n", rank_, test_case.c_str(), detail.c_str());
-  }
-  // Passes if `status` is OK, else fails with its message.
-  bool expect_ok(const std::string& test_case, const Status& status) {
-    if (status.is_ok()) return true;
-    fail(test_case, "unexpected error: " + status.message());
-    return false;
-  }
-
-  int64_t passed() const { return passed_; }
-  int64_t failed() const { return failed_; }
-
- private:
-  int rank_;
-  int64_t passed_ = 0;
-  int64_t failed_ = 0;
-};
-
-// Passes if data[i] == expected(i) for all i, else reports the first index
-// that differs and how many do.
-template <typename T, typename Expected>
-void check_elements(Tally& tally, const std::string& test_case, const std::vector<T>& data,
-                    const Expected& expected) {
-  int64_t mismatches = 0;
-  std::string first;
-  for (std::size_t i = 0; i < data.size(); ++i) {
-    const T want = expected(static_cast<int64_t>(i));
-    if (data[i] == want) continue;
-    if (mismatches++ == 0)
-      first = fmt::format("index {}: expected {}, actual {}", i, want, data[i]);
-  }
-  if (mismatches == 0) {
-    tally.pass();
-  } else {
-    tally.fail(test_case,
-               fmt::format("{} ({} of {} elements wrong)", first, mismatches, data.size()));
-  }
-}
+using testing::check_elements;
+using testing::kFloatSum;
+using testing::kInt32Max;
+using testing::Tally;
 
 // Every rank sends `bytes` bytes to its right neighbour and receives its left
 // neighbour's; byte i of rank r is (r * 31 + i) mod 251.
@@ -255,24 +202,11 @@ void run_all(Tally& tally, MPI_Comm comm, std::size_t max_message_bytes) {
 }  // namespace herd::collectives
 
 int main(int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  MPI_Comm comm = MPI_COMM_NULL;
-  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
-  int rank = 0;
-  MPI_Comm_rank(comm, &rank);
-
-  herd::collectives::Tally tally(rank);
-  for (std::size_t max_message_bytes : {std::size_t{7}, herd::collectives::kMaxMpiMessageBytes}) {
-    herd::collectives::run_all(tally, comm, max_message_bytes);
-  }
-
-  int64_t local_failed = tally.failed();
-  int64_t total_failed = 0;
-  MPI_Allreduce(&local_failed, &total_failed, 1, MPI_INT64_T, MPI_SUM, comm);
-  std::printf("test_mpi_transport rank %d: %lld passed, %lld failed\n", rank,
-              static_cast<long long>(tally.passed()), static_cast<long long>(tally.failed()));
-  MPI_Comm_free(&comm);
-  MPI_Finalize();
-  return total_failed == 0 ? 0 : 1;
+  using namespace herd::collectives;
+  return testing::run_raw_mpi_test(
+      argc, argv, "test_mpi_transport", [](testing::Tally& tally, MPI_Comm comm) {
+        for (std::size_t max_message_bytes : {std::size_t{7}, kMaxMpiMessageBytes}) {
+          run_all(tally, comm, max_message_bytes);
+        }
+      });
 }

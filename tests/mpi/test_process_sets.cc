@@ -49,18 +49,6 @@ std::string list(const std::vector<int>& ranks) {
   return text + "]";
 }
 
-// what() of the herd::Error `run` throws; "(no error)" when it returns.
-std::string error_of(const std::function<void()>& run) {
-  try {
-    run();
-  } catch (const herd::Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("(not a herd::Error) ") + e.what();
-  }
-  return "(no error)";
-}
-
 // `run` must throw herd::Error: with exactly `expected`, or, when `parts` is
 // given instead, a text containing every part.
 void expect_error(const Job& job, const std::string& case_name, const std::string& expected,
@@ -478,14 +466,9 @@ void run(const Job& job) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  int rank = 0;
-  int size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  Recorder rec("test_process_sets", rank);
-  const Job job{rec, rank, size};
+  const MpiWorld world = init_mpi(&argc, &argv);
+  Recorder rec("test_process_sets", world.rank);
+  const Job job{rec, world.rank, world.size};
   try {
     herd::init();
     run(job);
@@ -493,11 +476,7 @@ int main(int argc, char** argv) {
     rec.fail("main", std::string("threw: ") + e.what());
   }
   const int code = rec.finish();
-  try {
-    herd::shutdown();
-  } catch (const herd::Error& e) {
-    std::fprintf(stderr, "test_process_sets rank %d: shutdown threw: %s\n", rank, e.what());
-  }
+  shutdown_herd(rec);
   MPI_Finalize();
   return code;
 }

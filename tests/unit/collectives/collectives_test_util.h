@@ -1,6 +1,7 @@
 // Helpers of the collectives unit tests: reductions of their own (so the
 // tests do not depend on ops/), a runner that plays p ranks on p threads over
 // the in-process fabric, and a transport that counts what it sends.
+// The reductions also serve the plain MPI tests (tests/mpi/raw_mpi_test_util.h).
 //
 // Catch2 assertions are not thread-safe, so rank threads only record their
 // Status and buffer; the test thread checks them afterwards.
