@@ -65,16 +65,16 @@ void BackgroundLoop::run() {
 }
 
 Status BackgroundLoop::run_cycle(bool* stop) {
+  // Whether this rank has joined is read once: the whole cycle must see one
+  // answer, whatever the application thread does meanwhile.
+  const bool joined = join_requested_.load();
+  joined_this_cycle_ = joined;
   // Sleep only when this rank waits for nothing. While a tensor here waits for
   // other ranks, go straight into the next agreement, which blocks in MPI
   // until the slowest rank's loop joins it: a rank whose submission arrives
   // late then finds the others already waiting, instead of waiting for them
-  // to wake from a sleep of up to a whole cycle.
-  // A joined rank does not sleep either: the others' allreduces wait for it.
-  // Read once: the whole cycle must see one answer, whatever the
-  // application thread does meanwhile.
-  const bool joined = join_requested_.load();
-  joined_this_cycle_ = joined;
+  // to wake from a sleep of up to a whole cycle. A joined rank does not sleep
+  // either: the others' allreduces wait for it.
   if (!joined && cached_pending_.empty() && negotiating_.empty() && uncached_.empty()) {
     queue_.wait_for_work(cycle_time_);
   }
