@@ -1,0 +1,37 @@
+// herd-bench's allreduce sweep: for each size, times the same allreduce over
+// several paths (herd's runtime, the ring algorithm alone, raw MPI) and a
+// memcpy ceiling, checks every element of each result, and prints one row per
+// path (table.h).
+//
+// Called by herd-bench's main thread on every rank, collectively, after
+// herd::init(); MPI must be initialized with MPI_THREAD_MULTIPLE, since herd's
+// background thread uses MPI while this thread does.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+
+#include "herd/types.h"
+
+namespace herd::bench {
+
+struct AllreduceBenchOptions {
+  int64_t min_bytes = 4 << 10;   // -b: first size
+  int64_t max_bytes = 64 << 20;  // -e: last size (inclusive)
+  int64_t step_factor = 4;       // -f: each size is the previous one times this
+  DataType dtype = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  int iterations = 20;  // -n: timed iterations per path and size
+  int warmup = 5;       // -w: untimed iterations before them
+  bool csv = false;     // CSV on stdout instead of the aligned table
+  bool quiet = false;   // no progress lines on stderr
+};
+
+// Runs the sweep on the ranks of `comm` (which must hold the same ranks as
+// herd's global process set, in the same order) and returns the number of
+// wrong elements over all sizes, paths and ranks, on every rank. Rank 0
+// prints. Throws std::runtime_error (herd::Error from herd) on a failure.
+int64_t run_allreduce_bench(const AllreduceBenchOptions& options, MPI_Comm comm);
+
+}  // namespace herd::bench
