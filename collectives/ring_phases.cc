@@ -46,7 +46,7 @@ std::vector<std::unique_ptr<PendingTransfer>> send_segments(const void* buf, Ran
 Status reduce_scatter_step(void* buf, Range send_block, Range recv_block, std::size_t element_size,
                            const ops::ReduceFn& reduce, Transport& transport,
                            const RingPhase& phase,
-                           std::vector<unsigned char> (&slots)[kReceiveSlots],
+                           std::unique_ptr<unsigned char[]> (&slots)[kReceiveSlots],
                            const Neighbours& ring, const Where& where) {
   auto sends = send_segments(buf, send_block, element_size, phase.segment_count, transport,
                              ring.right, phase.tag);
@@ -57,7 +57,7 @@ Status reduce_scatter_step(void* buf, Range send_block, Range recv_block, std::s
   auto post_receive = [&](int64_t k) {
     const int slot = static_cast<int>(k % kReceiveSlots);
     receives[slot] =
-        transport.irecv(slots[slot].data(),
+        transport.irecv(slots[slot].get(),
                         byte_size(recv_segments[static_cast<std::size_t>(k)].count, element_size),
                         ring.left, phase.tag);
   };
@@ -70,7 +70,7 @@ Status reduce_scatter_step(void* buf, Range send_block, Range recv_block, std::s
     receives[slot].reset();
     HERD_RETURN_IF_ERROR(status);
     const Range& segment = recv_segments[static_cast<std::size_t>(k)];
-    reduce(element_at(buf, segment.offset, element_size), slots[slot].data(), segment.count);
+    reduce(element_at(buf, segment.offset, element_size), slots[slot].get(), segment.count);
     if (k + kReceiveSlots < num_recv_segments) post_receive(k + kReceiveSlots);
   }
   return finish_all(sends, where, "send to", ring.right);
@@ -96,8 +96,10 @@ Status ring_reduce_scatter_phase(void* buf, const std::vector<Range>& blocks,
   int64_t longest_block = 0;
   for (const Range& block : blocks) longest_block = std::max(longest_block, block.count);
   const int64_t slot_count = std::min(phase.segment_count, longest_block);
-  std::vector<unsigned char> slots[kReceiveSlots];
-  for (auto& slot : slots) slot.resize(byte_size(slot_count, element_size));
+  // Left uninitialized: every byte is received before it is read, and
+  // zeroing two segments on every call would cost a pass over memory.
+  std::unique_ptr<unsigned char[]> slots[kReceiveSlots];
+  for (auto& slot : slots) slot.reset(new unsigned char[byte_size(slot_count, element_size)]);
 
   for (int step = 0; step < p - 1; ++step) {
     const Where where{phase.algorithm, "reduce-scatter", step, rank};

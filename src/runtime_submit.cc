@@ -36,6 +36,13 @@ Status require_finite(const std::string& what, double prescale, double postscale
 
 constexpr const char* kBarrierName = "herd.barrier";
 
+// The fields every reducing collective carries.
+void set_reduction(Request* request, ReduceOp op, double prescale, double postscale) {
+  request->op = op;
+  request->prescale = prescale;
+  request->postscale = postscale;
+}
+
 std::string describe(CollectiveType type, const std::string& name) {
   return fmt::format("{} '{}'", to_string(type), name);
 }
@@ -65,9 +72,7 @@ Handle Runtime::allreduce_async(const std::string& name, const TensorView& input
   throw_if_failed(validate_reduction(what, input, output, prescale, postscale));
   ProcessSetState& state = member_state(set, what);
   TensorEntry entry = make_entry(CollectiveType::kAllreduce, name, input, state);
-  entry.request.op = op;
-  entry.request.prescale = prescale;
-  entry.request.postscale = postscale;
+  set_reduction(&entry.request, op, prescale, postscale);
   entry.output = output;
   return state.submit(std::move(entry));
 }
@@ -132,9 +137,7 @@ Handle Runtime::reducescatter_async(const std::string& name, const TensorView& i
   throw_if_failed(require_finite(what, prescale, postscale));
   ProcessSetState& state = member_state(set, what);
   TensorEntry entry = make_entry(CollectiveType::kReducescatter, name, input, state);
-  entry.request.op = op;
-  entry.request.prescale = prescale;
-  entry.request.postscale = postscale;
+  set_reduction(&entry.request, op, prescale, postscale);
   entry.output_tensor = output;
   return state.submit(std::move(entry));
 }
@@ -164,9 +167,7 @@ Handle Runtime::grouped_allreduce_async(const std::vector<std::string>& names,
   TensorEntry entry = make_entry(CollectiveType::kGroupedAllreduce, name, inputs[0], state);
   entry.request.shape.clear();
   for (const TensorView& input : inputs) entry.request.group_shapes.push_back(input.shape);
-  entry.request.op = op;
-  entry.request.prescale = prescale;
-  entry.request.postscale = postscale;
+  set_reduction(&entry.request, op, prescale, postscale);
   entry.group_inputs = inputs;
   entry.group_outputs = outputs;
   return state.submit(std::move(entry));
