@@ -10,6 +10,7 @@
 
 #include <herd/herd.h>
 
+#include "benchmarks/herd_bench/bench_mpi.h"
 #include "benchmarks/herd_bench/bench_values.h"
 #include "benchmarks/herd_bench/table.h"
 #include "collectives/allreduce.h"
@@ -37,59 +38,6 @@ namespace {
 // moving 1/p of it), so busbw is comparable with a link's bandwidth at any p.
 double allreduce_bus_factor(int ranks) { return 2.0 * (ranks - 1) / ranks; }
 
-// An MPI_Comm_dup of a communicator, freed on destruction.
-class DupComm {
- public:
-  explicit DupComm(MPI_Comm comm) { check(MPI_Comm_dup(comm, &comm_), "MPI_Comm_dup"); }
-  ~DupComm() { MPI_Comm_free(&comm_); }
-  DupComm(const DupComm&) = delete;
-  DupComm& operator=(const DupComm&) = delete;
-  MPI_Comm get() const { return comm_; }
-
-  static void check(int code, const char* call) {
-    if (code != MPI_SUCCESS) throw std::runtime_error(collectives::mpi_error_string(call, code));
-  }
-
- private:
-  MPI_Comm comm_ = MPI_COMM_NULL;
-};
-
-// MPI's type for `dtype`, or MPI_DATATYPE_NULL where MPI has none (16-bit floats).
-MPI_Datatype mpi_type(DataType dtype) {
-  switch (dtype) {
-    case DataType::kUInt8: return MPI_UINT8_T;
-    case DataType::kInt8: return MPI_INT8_T;
-    case DataType::kInt32: return MPI_INT32_T;
-    case DataType::kInt64: return MPI_INT64_T;
-    case DataType::kFloat32: return MPI_FLOAT;
-    case DataType::kFloat64: return MPI_DOUBLE;
-    default: return MPI_DATATYPE_NULL;
-  }
-}
-
-MPI_Op mpi_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kMin: return MPI_MIN;
-    case ReduceOp::kMax: return MPI_MAX;
-    case ReduceOp::kProduct: return MPI_PROD;
-    default: return MPI_SUM;  // kSum, and kAverage before its division
-  }
-}
-
-// Runs `once` `warmup` times, then, after a barrier, `iterations` times, and
-// returns on rank 0 the slowest rank's mean seconds per timed iteration.
-template <typename Fn>
-double time_path(Fn&& once, int warmup, int iterations, MPI_Comm comm) {
-  for (int i = 0; i < warmup; ++i) once();
-  DupComm::check(MPI_Barrier(comm), "MPI_Barrier");
-  const double start = MPI_Wtime();
-  for (int i = 0; i < iterations; ++i) once();
-  const double mean = (MPI_Wtime() - start) / iterations;
-  double slowest = 0;
-  DupComm::check(MPI_Reduce(&mean, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, comm), "MPI_Reduce");
-  return slowest;
-}
-
 // One size of the sweep: the buffers and what every path needs to fill a row.
 struct SizeRun {
   const AllreduceBenchOptions& options;
@@ -114,8 +62,7 @@ struct SizeRun {
     const int64_t local_wrong =
         count_wrong(options.dtype, options.op, ranks, rank, output.data(), count, path);
     int64_t wrong = 0;
-    DupComm::check(MPI_Allreduce(&local_wrong, &wrong, 1, MPI_INT64_T, MPI_SUM, comm),
-                   "MPI_Allreduce");
+    check_mpi(MPI_Allreduce(&local_wrong, &wrong, 1, MPI_INT64_T, MPI_SUM, comm), "MPI_Allreduce");
     if (rank == 0) {
       Row row = base_row(path, seconds);
       row.busbw_gbps = row.algbw_gbps * allreduce_bus_factor(ranks);
@@ -148,7 +95,7 @@ struct SizeRun {
       const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
       table.print_row(base_row("memcpy", elapsed.count() / options.iterations));
     }
-    DupComm::check(MPI_Barrier(comm), "MPI_Barrier");
+    check_mpi(MPI_Barrier(comm), "MPI_Barrier");
   }
 };
 
@@ -173,10 +120,17 @@ void print_notes(const AllreduceBenchOptions& options, int ranks, const Table& t
 
 }  // namespace
 
+CLI::App* add_allreduce_command(CLI::App& app, AllreduceBenchOptions& options) {
+  CLI::App* command = app.add_subcommand("allreduce", "Allreduce bandwidth sweep");
+  add_sweep_options(*command, options);
+  add_op_option(*command, options.op);
+  return command;
+}
+
 int64_t run_allreduce_bench(const AllreduceBenchOptions& options, MPI_Comm comm) {
   int rank = 0, ranks = 1;
-  DupComm::check(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
-  DupComm::check(MPI_Comm_size(comm, &ranks), "MPI_Comm_size");
+  check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(comm, &ranks), "MPI_Comm_size");
   if (ranks != herd::size()) throw std::runtime_error("herd-bench: comm is not herd's world");
   if (!is_supported(options.dtype)) {
     throw std::runtime_error("herd-bench: unsupported dtype " + to_string(options.dtype));
@@ -240,7 +194,7 @@ int64_t run_allreduce_bench(const AllreduceBenchOptions& options, MPI_Comm comm)
       total_wrong += run.measure(
           "mpi",
           [&] {
-            DupComm::check(
+            check_mpi(
                 MPI_Allreduce(in, out, static_cast<int>(count), type, mpi_op(options.op), comm),
                 "MPI_Allreduce");
             divide_if_average();

@@ -12,21 +12,19 @@
 
 #include <cstdint>
 
+#include <CLI/CLI.hpp>
+
+#include "benchmarks/herd_bench/cli_options.h"
 #include "herd/types.h"
 
 namespace herd::bench {
 
-struct AllreduceBenchOptions {
-  int64_t min_bytes = 4 << 10;   // -b: first size
-  int64_t max_bytes = 64 << 20;  // -e: last size (inclusive)
-  int64_t step_factor = 4;       // -f: each size is the previous one times this
-  DataType dtype = DataType::kFloat32;
-  ReduceOp op = ReduceOp::kSum;
-  int iterations = 20;  // -n: timed iterations per path and size
-  int warmup = 5;       // -w: untimed iterations before them
-  bool csv = false;     // CSV on stdout instead of the aligned table
-  bool quiet = false;   // no progress lines on stderr
+struct AllreduceBenchOptions : SweepOptions {
+  ReduceOp op = ReduceOp::kSum;  // -o
 };
+
+// Adds the "allreduce" subcommand, whose options land in `options`.
+CLI::App* add_allreduce_command(CLI::App& app, AllreduceBenchOptions& options);
 
 // Runs the sweep on the ranks of `comm` (which must hold the same ranks as
 // herd's global process set, in the same order) and returns the number of
