@@ -28,16 +28,39 @@ AllreduceAlgorithm choose_allreduce_algorithm(std::size_t bytes, int ranks,
   return small && ranks > 1 ? AllreduceAlgorithm::kRecursiveDoubling : AllreduceAlgorithm::kRing;
 }
 
-Status allreduce(void* buf, int64_t count, std::size_t element_size, const ops::ReduceFn& reduce,
-                 Transport& transport, const AllreduceOptions& options) {
-  if (count == 0 || transport.size() == 1) return Status::ok();
+namespace {
+
+// Copies input to output (unless in place) and finishes it: the whole
+// allreduce on one rank, and the tail of recursive doubling.
+void copy_and_finish(const void* input, void* output, int64_t count, std::size_t element_size,
+                     const FinishFn& finish) {
+  if (input != output && count > 0) std::memcpy(output, input, byte_size(count, element_size));
+  if (finish && count > 0) finish(output, count);
+}
+
+}  // namespace
+
+Status allreduce(const void* input, void* output, int64_t count, std::size_t element_size,
+                 const ops::ReduceFn& reduce, Transport& transport, const AllreduceOptions& options,
+                 const FinishFn& finish) {
   const std::size_t bytes = byte_size(count, element_size);
   switch (choose_allreduce_algorithm(bytes, transport.size(), options)) {
-    case AllreduceAlgorithm::kRecursiveDoubling:
-      return recursive_doubling_allreduce(buf, count, element_size, reduce, transport);
+    case AllreduceAlgorithm::kRecursiveDoubling: {
+      copy_and_finish(input, output, count, element_size, {});
+      HERD_RETURN_IF_ERROR(
+          recursive_doubling_allreduce(output, count, element_size, reduce, transport));
+      copy_and_finish(output, output, count, element_size, finish);
+      return Status::ok();
+    }
     case AllreduceAlgorithm::kRing: break;
   }
-  return ring_allreduce(buf, count, element_size, reduce, transport, options.segment_bytes);
+  return ring_allreduce(input, output, count, element_size, reduce, transport,
+                        options.segment_bytes, finish);
+}
+
+Status allreduce(void* buf, int64_t count, std::size_t element_size, const ops::ReduceFn& reduce,
+                 Transport& transport, const AllreduceOptions& options) {
+  return allreduce(buf, buf, count, element_size, reduce, transport, options);
 }
 
 // Ring allreduce on p ranks: the buffer of `count` elements is cut into p
@@ -49,13 +72,16 @@ Status allreduce(void* buf, int64_t count, std::size_t element_size, const ops::
 // ring. Each chunk is reduced along one path and finished on one rank, then
 // copied, so every rank ends with the same bits even for non-associative
 // float math.
-Status ring_allreduce(void* buf, int64_t count, std::size_t element_size,
-                      const ops::ReduceFn& reduce, Transport& transport,
-                      std::size_t segment_bytes) {
+Status ring_allreduce(const void* input, void* output, int64_t count, std::size_t element_size,
+                      const ops::ReduceFn& reduce, Transport& transport, std::size_t segment_bytes,
+                      const FinishFn& finish) {
   HERD_ENFORCE_GE(count, 0);
   HERD_ENFORCE_GE(element_size, std::size_t{1});
   const int p = transport.size();
-  if (p == 1 || count == 0) return Status::ok();
+  if (p == 1 || count == 0) {
+    copy_and_finish(input, output, count, element_size, finish);
+    return Status::ok();
+  }
   std::vector<Range> chunks;
   chunks.reserve(static_cast<std::size_t>(p));
   for (int index = 0; index < p; ++index) chunks.push_back(chunk_range(count, p, index));
@@ -64,11 +90,17 @@ Status ring_allreduce(void* buf, int64_t count, std::size_t element_size,
 
   const detail::RingPhase reduce_scatter{"ring allreduce", detail::kRingAllreduceReduceScatterTag,
                                          segment_count, kOwnedChunkShift};
-  HERD_RETURN_IF_ERROR(detail::ring_reduce_scatter_phase(buf, chunks, element_size, reduce,
-                                                         transport, reduce_scatter));
+  HERD_RETURN_IF_ERROR(detail::ring_reduce_scatter_phase(
+      input, output, chunks, element_size, reduce, transport, reduce_scatter, finish));
   const detail::RingPhase allgather{"ring allreduce", detail::kRingAllreduceAllgatherTag,
                                     segment_count, kOwnedChunkShift};
-  return detail::ring_allgather_phase(buf, chunks, element_size, transport, allgather);
+  return detail::ring_allgather_phase(output, chunks, element_size, transport, allgather);
+}
+
+Status ring_allreduce(void* buf, int64_t count, std::size_t element_size,
+                      const ops::ReduceFn& reduce, Transport& transport,
+                      std::size_t segment_bytes) {
+  return ring_allreduce(buf, buf, count, element_size, reduce, transport, segment_bytes);
 }
 
 // Recursive doubling on any p. Let p2 be the largest power of two <= p and

@@ -1,4 +1,5 @@
-// Allreduce algorithms over a Transport, in place on a raw buffer.
+// Allreduce algorithms over a Transport, on raw buffers, in place or from an
+// input buffer into an output buffer.
 //
 // Called by the runtime's background thread with the fusion buffer (or a
 // single tensor's output) after every rank agreed to reduce it. Every rank
@@ -13,6 +14,13 @@
 // Each chunk travels as segments of at most segment_bytes, so the next
 // segment is in flight while the previous one is reduced.
 //
+// Out of place, the ring reads the input where it first needs it and never
+// copies it whole into the output (see ring_phases.h); recursive doubling
+// copies the input first. A `finish` function (an average's division, a
+// postscale) is applied exactly once to every element of the result: by the
+// ring to each segment of a rank's owned chunk as it completes, before the
+// allgather spreads it, so finishing costs no extra pass over the buffer.
+//
 // Recursive doubling (latency-optimal, ceil(log2 p) steps, each exchanging
 // the whole buffer): chosen when the buffer is at most
 // small_message_threshold_bytes.
@@ -20,6 +28,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "collectives/transport.h"
 #include "common/status.h"
@@ -48,13 +57,30 @@ enum class AllreduceAlgorithm {
 AllreduceAlgorithm choose_allreduce_algorithm(std::size_t bytes, int ranks,
                                               const AllreduceOptions& options);
 
-// Reduces buf (count elements of element_size bytes) across all ranks of the
-// transport, in place, with `reduce`. A failed transfer returns its Status
-// with the step, peer and rank in the message.
+// Applied to `count` finished elements at `data`; see above.
+using FinishFn = std::function<void(void* data, int64_t count)>;
+
+// Reduces input (count elements of element_size bytes) across all ranks of
+// the transport into output with `reduce`, then applies `finish` (if set) to
+// the result. input == output is in place; otherwise the two must not
+// overlap, and input is only read. A failed transfer returns its Status with
+// the step, peer and rank in the message.
+[[nodiscard]] Status allreduce(const void* input, void* output, int64_t count,
+                               std::size_t element_size, const ops::ReduceFn& reduce,
+                               Transport& transport, const AllreduceOptions& options,
+                               const FinishFn& finish = {});
+
+// In place on buf.
 [[nodiscard]] Status allreduce(void* buf, int64_t count, std::size_t element_size,
                                const ops::ReduceFn& reduce, Transport& transport,
                                const AllreduceOptions& options = {});
 
+[[nodiscard]] Status ring_allreduce(const void* input, void* output, int64_t count,
+                                    std::size_t element_size, const ops::ReduceFn& reduce,
+                                    Transport& transport, std::size_t segment_bytes,
+                                    const FinishFn& finish = {});
+
+// In place on buf.
 [[nodiscard]] Status ring_allreduce(void* buf, int64_t count, std::size_t element_size,
                                     const ops::ReduceFn& reduce, Transport& transport,
                                     std::size_t segment_bytes = kDefaultSegmentBytes);

@@ -28,8 +28,8 @@ Status ring_reducescatter(void* buf, void* output, const std::vector<int64_t>& c
     const detail::RingPhase phase{"ring reducescatter", detail::kRingReducescatterTag,
                                   detail::segment_count_for(segment_bytes, element_size),
                                   kOwnedBlockShift};
-    HERD_RETURN_IF_ERROR(
-        detail::ring_reduce_scatter_phase(buf, blocks, element_size, reduce, transport, phase));
+    HERD_RETURN_IF_ERROR(detail::ring_reduce_scatter_phase(buf, buf, blocks, element_size, reduce,
+                                                           transport, phase));
   }
   const Range own = blocks[static_cast<std::size_t>(rank)];
   detail::copy_block(output, detail::element_at(buf, own.offset, element_size),

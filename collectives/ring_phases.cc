@@ -5,6 +5,7 @@
 #include "collectives/ring_phases.h"
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 
 #include "collectives/transfer_util.h"
@@ -39,16 +40,19 @@ std::vector<std::unique_ptr<PendingTransfer>> send_segments(const void* buf, Ran
 
 // Reduce-scatter step `where.step` of rank r, with send_block = (r + shift -
 // 1 - step) mod p and recv_block = (r + shift - 2 - step) mod p. Every segment
-// of send_block is posted at once. recv_block comes through the receive
-// slots: segment k lands in slot k % 2; once it has arrived it is reduced
-// into buf while segment k + 1 is still arriving in the other slot, and then
-// the freed slot takes the receive of segment k + 2.
-Status reduce_scatter_step(void* buf, Range send_block, Range recv_block, std::size_t element_size,
-                           const ops::ReduceFn& reduce, Transport& transport,
-                           const RingPhase& phase,
+// of send_block is posted at once, from `send_from` (the input in step 0, buf
+// after). recv_block comes through the receive slots: segment k lands in slot
+// k % 2; once it has arrived, buf takes input op slot while segment k + 1 is
+// still arriving in the other slot, and then the freed slot takes the receive
+// of segment k + 2. `finish_segment`, if set, runs on each segment once
+// reduced.
+Status reduce_scatter_step(const void* send_from, const void* input, void* buf, Range send_block,
+                           Range recv_block, std::size_t element_size, const ops::ReduceFn& reduce,
+                           Transport& transport, const RingPhase& phase,
                            std::unique_ptr<unsigned char[]> (&slots)[kReceiveSlots],
-                           const Neighbours& ring, const Where& where) {
-  auto sends = send_segments(buf, send_block, element_size, phase.segment_count, transport,
+                           const Neighbours& ring, const Where& where,
+                           const SegmentFn* finish_segment) {
+  auto sends = send_segments(send_from, send_block, element_size, phase.segment_count, transport,
                              ring.right, phase.tag);
 
   const std::vector<Range> recv_segments = split_into_segments(recv_block, phase.segment_count);
@@ -70,7 +74,15 @@ Status reduce_scatter_step(void* buf, Range send_block, Range recv_block, std::s
     receives[slot].reset();
     HERD_RETURN_IF_ERROR(status);
     const Range& segment = recv_segments[static_cast<std::size_t>(k)];
-    reduce(element_at(buf, segment.offset, element_size), slots[slot].get(), segment.count);
+    void* const target = element_at(buf, segment.offset, element_size);
+    // Out of place, the segment of input is copied first: the copy leaves
+    // it in cache for the reduction that follows.
+    if (input != buf) {
+      std::memcpy(target, element_at(input, segment.offset, element_size),
+                  byte_size(segment.count, element_size));
+    }
+    reduce(target, slots[slot].get(), segment.count);
+    if (finish_segment != nullptr) (*finish_segment)(target, segment.count);
     if (k + kReceiveSlots < num_recv_segments) post_receive(k + kReceiveSlots);
   }
   return finish_all(sends, where, "send to", ring.right);
@@ -83,9 +95,10 @@ int64_t segment_count_for(std::size_t segment_bytes, std::size_t element_size) {
   return std::max<int64_t>(1, static_cast<int64_t>(segment_bytes / element_size));
 }
 
-Status ring_reduce_scatter_phase(void* buf, const std::vector<Range>& blocks,
+Status ring_reduce_scatter_phase(const void* input, void* buf, const std::vector<Range>& blocks,
                                  std::size_t element_size, const ops::ReduceFn& reduce,
-                                 Transport& transport, const RingPhase& phase) {
+                                 Transport& transport, const RingPhase& phase,
+                                 const SegmentFn& finish_owned) {
   const int p = transport.size();
   HERD_ENFORCE_EQ(blocks.size(), static_cast<std::size_t>(p));
   HERD_ENFORCE_GE(phase.segment_count, int64_t{1});
@@ -107,8 +120,11 @@ Status ring_reduce_scatter_phase(void* buf, const std::vector<Range>& blocks,
         blocks[static_cast<std::size_t>(wrap(rank + phase.owned_block_shift - 1 - step, p))];
     const Range recv_block =
         blocks[static_cast<std::size_t>(wrap(rank + phase.owned_block_shift - 2 - step, p))];
-    HERD_RETURN_IF_ERROR(reduce_scatter_step(buf, send_block, recv_block, element_size, reduce,
-                                             transport, phase, slots, ring, where));
+    // The block received in the last step is the owned one, now complete.
+    const SegmentFn* finish_here = step == p - 2 && finish_owned ? &finish_owned : nullptr;
+    HERD_RETURN_IF_ERROR(reduce_scatter_step(step == 0 ? input : buf, input, buf, send_block,
+                                             recv_block, element_size, reduce, transport, phase,
+                                             slots, ring, where, finish_here));
   }
   return Status::ok();
 }

@@ -29,12 +29,25 @@
 // was there. After step s it holds s + 2 complete blocks, after p - 1 steps
 // all of them.
 //
+// Out of place: the reduce-scatter phase may read the ranks' inputs from a
+// separate `input` buffer with the same blocks. Step 0 then sends from input,
+// and a received segment lands in buf as input op received; every later send
+// is of a block reduced into buf in the step before. A block a rank never
+// receives in this phase (the one it sends in step 0) is left unwritten in buf,
+// which the allgather phase then fills. With input == buf it is in place.
+//
+// Finishing: a `finish_owned` function, if given, is applied to each segment of the
+// owned block right after its last reduction, while the segment is still in
+// cache (an average's division, a postscale), so the allgather phase carries
+// finished values and nobody makes another pass over the whole buffer.
+//
 // An empty block has no segments, so both its sender and its receiver skip
 // it. Every rank must pass the same blocks.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "collectives/chunking.h"
@@ -54,12 +67,19 @@ struct RingPhase {
 // segment_bytes rounded down to whole elements, at least one.
 int64_t segment_count_for(std::size_t segment_bytes, std::size_t element_size);
 
-// The reduce-scatter phase over buf. Failures name phase.algorithm,
-// "reduce-scatter", the step, rank and peer.
-[[nodiscard]] Status ring_reduce_scatter_phase(void* buf, const std::vector<Range>& blocks,
+// Applied to `count` elements at `data` of the owned block once they hold
+// the complete reduction.
+using SegmentFn = std::function<void(void* data, int64_t count)>;
+
+// The reduce-scatter phase from input (== buf for in place) into buf.
+// `finish_owned` may be empty. Failures name phase.algorithm, "reduce-scatter", the step,
+// rank and peer.
+[[nodiscard]] Status ring_reduce_scatter_phase(const void* input, void* buf,
+                                               const std::vector<Range>& blocks,
                                                std::size_t element_size,
                                                const ops::ReduceFn& reduce, Transport& transport,
-                                               const RingPhase& phase);
+                                               const RingPhase& phase,
+                                               const SegmentFn& finish_owned = {});
 
 // The allgather phase over buf. Failures name phase.algorithm, "allgather",
 // the step, rank and peer.

@@ -110,9 +110,10 @@ const std::array<Setting, 8> kSettings = {{
        config->fusion_threshold_bytes = *value;
        return Status::ok();
      }},
-    {"HERD_CYCLE_TIME", "1",
-     "Longest the background thread sleeps between two agreement rounds when "
-     "no work arrives, in milliseconds (a decimal such as 0.5 is allowed).",
+    {"HERD_CYCLE_TIME", "100",
+     "Longest an idle background thread sleeps between two agreement rounds, in "
+     "milliseconds (a decimal such as 0.5 is allowed). A submitted tensor wakes "
+     "it at once; this bounds how soon an idle rank sees another rank's shutdown.",
      [](const char* variable, std::string_view text, Config* config) {
        auto value = parse_non_negative_decimal(text);
        if (!value) return bad_value(variable, text, "a non-negative number of milliseconds");

@@ -21,9 +21,10 @@ struct Config {
   // HERD_FUSION_THRESHOLD: most bytes packed into one fusion buffer; 0 turns
   // fusion off (every tensor is reduced on its own).
   int64_t fusion_threshold_bytes = 64 * 1024 * 1024;
-  // HERD_CYCLE_TIME: longest the background thread sleeps between two
-  // agreement rounds when no work arrives, in milliseconds.
-  double cycle_time_ms = 1.0;
+  // HERD_CYCLE_TIME: longest an idle background thread sleeps between two
+  // agreement rounds, in milliseconds. Work wakes it at once, so this bounds
+  // only how soon an idle rank notices another rank's shutdown or stall.
+  double cycle_time_ms = 100.0;
   // HERD_CACHE_CAPACITY: names the response cache remembers; 0 turns it off.
   int64_t cache_capacity = 1024;
   // HERD_LOG_LEVEL.

@@ -24,14 +24,19 @@ Status FusionExecutor::allreduce(const Response& spec, const std::vector<TensorE
   const std::size_t element_bytes = element_size(spec.dtype);
   int64_t total_count = 0;
   for (const TensorEntry* entry : entries) total_count += entry->request.num_elements();
+  const bool prescaled = !contribution.identity && spec.prescale != 1.0;
 
-  // One tensor: reduce in its output, sparing two copies of the whole tensor.
+  // One tensor is reduced straight from its input into its output; only a
+  // prescale, which must not touch the input, needs the copy made first.
+  const void* input;
   uint8_t* buffer;
   if (entries.size() == 1) {
     const TensorEntry& entry = *entries.front();
+    input = entry.input.data;
     buffer = static_cast<uint8_t*>(entry.output.data);
-    if (entry.input.data != entry.output.data && total_count > 0) {
-      std::memcpy(buffer, entry.input.data, static_cast<std::size_t>(total_count) * element_bytes);
+    if (prescaled && input != buffer && total_count > 0) {
+      std::memcpy(buffer, input, static_cast<std::size_t>(total_count) * element_bytes);
+      input = buffer;
     }
   } else {
     buffer = fusion_buffer(static_cast<std::size_t>(total_count) * element_bytes);
@@ -41,17 +46,25 @@ Status FusionExecutor::allreduce(const Response& spec, const std::vector<TensorE
       if (bytes > 0) std::memcpy(buffer + offset, entry->input.data, bytes);
       offset += bytes;
     }
+    input = buffer;
   }
+  if (prescaled) ops::scale(buffer, total_count, spec.dtype, spec.prescale);
 
-  if (!contribution.identity) ops::scale(buffer, total_count, spec.dtype, spec.prescale);
-  const ReduceOp reduce_op = spec.op == ReduceOp::kAverage ? ReduceOp::kSum : spec.op;
-  HERD_RETURN_IF_ERROR(collectives::allreduce(buffer, total_count, element_bytes,
+  // The average's division and the postscale run inside the allreduce, on
+  // each part of the result while it is in cache (allreduce.h).
+  const bool average = spec.op == ReduceOp::kAverage;
+  const int64_t divisor = contribution.ranks > 0 ? contribution.ranks : transport_.size();
+  collectives::FinishFn finish;
+  if (average || spec.postscale != 1.0) {
+    finish = [&spec, average, divisor](void* data, int64_t count) {
+      if (average) ops::divide(data, count, spec.dtype, divisor);
+      ops::scale(data, count, spec.dtype, spec.postscale);
+    };
+  }
+  const ReduceOp reduce_op = average ? ReduceOp::kSum : spec.op;
+  HERD_RETURN_IF_ERROR(collectives::allreduce(input, buffer, total_count, element_bytes,
                                               ops::make_reduce_fn(spec.dtype, reduce_op),
-                                              transport_, options_));
-  if (spec.op == ReduceOp::kAverage)
-    ops::divide(buffer, total_count, spec.dtype,
-                contribution.ranks > 0 ? contribution.ranks : transport_.size());
-  ops::scale(buffer, total_count, spec.dtype, spec.postscale);
+                                              transport_, options_, finish));
 
   if (entries.size() > 1) {
     std::size_t offset = 0;

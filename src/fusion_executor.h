@@ -1,10 +1,10 @@
 // FusionExecutor: runs one agreed fusion group of allreduces.
 //
 // Called by the background thread once every rank has agreed on the group
-// (same members, same order). A group of one tensor is reduced in place in
-// its output; a larger group is packed into the fusion buffer, reduced once
-// and unpacked. The executor owns the fusion buffer, which grows to the
-// largest group seen and never beyond HERD_FUSION_THRESHOLD.
+// (same members, same order). A group of one tensor is reduced from its
+// input straight into its output; a larger group is packed into the fusion
+// buffer, reduced once in place and unpacked. The executor owns the fusion buffer, which grows to
+// the largest group seen and never beyond HERD_FUSION_THRESHOLD.
 #pragma once
 
 #include <cstdint>

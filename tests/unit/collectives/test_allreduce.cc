@@ -324,3 +324,75 @@ TEST_CASE("allreduce of more than 2^31 elements", "[.][large][allreduce]") {
 
 }  // namespace
 }  // namespace herd::collectives
+
+namespace herd::collectives {
+namespace {
+
+// Out of place with a finish step, through allreduce() with the threshold
+// forcing each algorithm: output[i] must be finish(sum) exactly, the input
+// must be untouched, and finish must run once per element (it adds 1000, so
+// twice or never shows). Inputs as in check_float_sum.
+std::string check_out_of_place(int p, int64_t count, std::size_t segment_bytes,
+                               std::size_t small_threshold) {
+  std::vector<std::vector<float>> inputs(static_cast<std::size_t>(p));
+  std::vector<std::vector<float>> outputs(static_cast<std::size_t>(p));
+  std::vector<Status> statuses(static_cast<std::size_t>(p));
+  AllreduceOptions options;
+  options.segment_bytes = segment_bytes;
+  options.small_message_threshold_bytes = small_threshold;
+  run_inproc_ranks(p, [&](int rank, Transport& transport) {
+    std::vector<float>& input = inputs[static_cast<std::size_t>(rank)];
+    std::vector<float>& output = outputs[static_cast<std::size_t>(rank)];
+    for (int64_t i = 0; i < count; ++i) input.push_back(static_cast<float>(rank + 1 + i % 7));
+    output.assign(static_cast<std::size_t>(count), -1.0f);
+    const FinishFn add_1000 = [](void* data, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) static_cast<float*>(data)[i] += 1000.0f;
+    };
+    statuses[static_cast<std::size_t>(rank)] =
+        allreduce(input.data(), output.data(), count, sizeof(float), testing::float_sum(),
+                  transport, options, add_1000);
+  });
+  for (int rank = 0; rank < p; ++rank) {
+    const auto r = static_cast<std::size_t>(rank);
+    if (!statuses[r].is_ok()) return statuses[r].message();
+    for (int64_t i = 0; i < count; ++i) {
+      const auto at = static_cast<std::size_t>(i);
+      const float original = static_cast<float>(rank + 1 + i % 7);
+      const float expected = static_cast<float>(p * (p + 1) / 2 + p * (i % 7)) + 1000.0f;
+      if (inputs[r][at] != original) {
+        return "rank " + std::to_string(rank) + " input[" + std::to_string(i) + "] changed to " +
+               std::to_string(inputs[r][at]);
+      }
+      if (outputs[r][at] != expected) {
+        return "rank " + std::to_string(rank) + " output[" + std::to_string(i) +
+               "] = " + std::to_string(outputs[r][at]) + ", expected " + std::to_string(expected);
+      }
+    }
+  }
+  return "";
+}
+
+TEST_CASE("ring allreduce out of place finishes every element once, input untouched",
+          "[allreduce][ring]") {
+  for (int p : kRankCounts) {
+    for (int64_t count : kCounts) {
+      for (std::size_t segment_bytes : kSegmentBytes) {
+        CAPTURE(p, count, segment_bytes);
+        CHECK(check_out_of_place(p, count, segment_bytes, 0) == "");
+      }
+    }
+  }
+}
+
+TEST_CASE("recursive doubling allreduce out of place finishes every element once",
+          "[allreduce][recursive_doubling]") {
+  for (int p : kRankCounts) {
+    for (int64_t count : kCounts) {
+      CAPTURE(p, count);
+      CHECK(check_out_of_place(p, count, kDefaultSegmentBytes, std::size_t{1} << 30) == "");
+    }
+  }
+}
+
+}  // namespace
+}  // namespace herd::collectives

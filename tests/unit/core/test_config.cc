@@ -58,7 +58,7 @@ TEST_CASE("config: an empty environment keeps every default", "[config]") {
   Config config;
   REQUIRE(read({}, &config).is_ok());
   CHECK(config.fusion_threshold_bytes == 67108864);
-  CHECK(config.cycle_time_ms == 1.0);
+  CHECK(config.cycle_time_ms == 100.0);
   CHECK(config.cache_capacity == 1024);
   CHECK(config.log_level == LogLevel::kWarning);
   CHECK(config.ring_segment_bytes == 1048576);
