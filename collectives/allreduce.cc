@@ -114,10 +114,10 @@ Status ring_allreduce(void* buf, int64_t count, std::size_t element_size,
 //   every participant holds the full result.
 //   Fold-out: each odd rank below 2 * extra sends the result to its even
 //   partner.
-// Every combination is "lower rank's value op higher rank's value": the lower
-// rank reduces the received copy (scratch) into buf; the higher one reduces
-// its own buf into scratch and copies scratch back. Both partners compute the
-// same operation on the same operands, so all ranks end bit-identical.
+// Every combination is "lower rank's value op higher rank's value", written
+// to buf: the lower rank computes buf op scratch (the received copy), the
+// higher one scratch op buf. Both partners compute the same operation on the
+// same operands, so all ranks end bit-identical.
 Status recursive_doubling_allreduce(void* buf, int64_t count, std::size_t element_size,
                                     const ops::ReduceFn& reduce, Transport& transport) {
   HERD_ENFORCE_GE(count, 0);
@@ -148,10 +148,9 @@ Status recursive_doubling_allreduce(void* buf, int64_t count, std::size_t elemen
   // Combines the partner's value, in scratch, into buf in rank order.
   auto combine = [&](int partner) {
     if (rank < partner) {
-      reduce(buf, scratch.data(), count);
+      reduce(buf, buf, scratch.data(), count);
     } else {
-      reduce(scratch.data(), buf, count);
-      std::memcpy(buf, scratch.data(), bytes);
+      reduce(buf, scratch.data(), buf, count);
     }
   };
 

@@ -15,7 +15,7 @@
 //
 // The result is deterministic: block b ends as x_b op (x_{b-1} op (... op
 // (x_{b+2} op x_{b+1}))), indices mod p, where x_k is rank k's input and
-// `a op b` is reduce(dst = a, src = b), whatever the segment size.
+// `a op b` is reduce(dst, a, b), whatever the segment size.
 #pragma once
 
 #include <cstddef>

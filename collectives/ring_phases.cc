@@ -5,7 +5,6 @@
 #include "collectives/ring_phases.h"
 
 #include <algorithm>
-#include <cstring>
 #include <memory>
 
 #include "collectives/transfer_util.h"
@@ -17,6 +16,23 @@ namespace {
 // Number of receive slots of a reduce-scatter step: one segment is reduced
 // while the next one is being received.
 constexpr int kReceiveSlots = 2;
+
+// The receive slots of this thread's reduce-scatters, at least `bytes` each,
+// kept from one call to the next and never initialized: every byte is
+// received before it is read. Slots allocated per call were handed back to
+// the kernel on free, so each call filled fresh pages and paid a page fault
+// per 4 KiB, about a fifth of a ResNet-50 step (docs/performance.md). A
+// thread runs one reduce-scatter at a time, so one set per thread suffices.
+using Slots = unsigned char* [kReceiveSlots];
+void receive_slots(std::size_t bytes, Slots& slots) {
+  thread_local std::unique_ptr<unsigned char[]> storage[kReceiveSlots];
+  thread_local std::size_t capacity = 0;
+  if (bytes > capacity) {
+    for (auto& slot : storage) slot.reset(new unsigned char[bytes]);
+    capacity = bytes;
+  }
+  for (int i = 0; i < kReceiveSlots; ++i) slots[i] = storage[i].get();
+}
 
 // The ring neighbours of a rank: it receives from left and sends to right.
 struct Neighbours {
@@ -48,8 +64,7 @@ std::vector<std::unique_ptr<PendingTransfer>> send_segments(const void* buf, Ran
 // reduced.
 Status reduce_scatter_step(const void* send_from, const void* input, void* buf, Range send_block,
                            Range recv_block, std::size_t element_size, const ops::ReduceFn& reduce,
-                           Transport& transport, const RingPhase& phase,
-                           std::unique_ptr<unsigned char[]> (&slots)[kReceiveSlots],
+                           Transport& transport, const RingPhase& phase, const Slots& slots,
                            const Neighbours& ring, const Where& where,
                            const SegmentFn* finish_segment) {
   auto sends = send_segments(send_from, send_block, element_size, phase.segment_count, transport,
@@ -60,10 +75,9 @@ Status reduce_scatter_step(const void* send_from, const void* input, void* buf, 
   std::unique_ptr<PendingTransfer> receives[kReceiveSlots];
   auto post_receive = [&](int64_t k) {
     const int slot = static_cast<int>(k % kReceiveSlots);
-    receives[slot] =
-        transport.irecv(slots[slot].get(),
-                        byte_size(recv_segments[static_cast<std::size_t>(k)].count, element_size),
-                        ring.left, phase.tag);
+    receives[slot] = transport.irecv(
+        slots[slot], byte_size(recv_segments[static_cast<std::size_t>(k)].count, element_size),
+        ring.left, phase.tag);
   };
   for (int64_t k = 0; k < std::min<int64_t>(kReceiveSlots, num_recv_segments); ++k) {
     post_receive(k);
@@ -75,13 +89,10 @@ Status reduce_scatter_step(const void* send_from, const void* input, void* buf, 
     HERD_RETURN_IF_ERROR(status);
     const Range& segment = recv_segments[static_cast<std::size_t>(k)];
     void* const target = element_at(buf, segment.offset, element_size);
-    // Out of place, the segment of input is copied first: the copy leaves
-    // it in cache for the reduction that follows.
-    if (input != buf) {
-      std::memcpy(target, element_at(input, segment.offset, element_size),
-                  byte_size(segment.count, element_size));
-    }
-    reduce(target, slots[slot].get(), segment.count);
+    // Out of place, the reduction reads the input and writes buf in one
+    // pass; a copy of input into buf first would be a pass of its own.
+    const void* const own = input != buf ? element_at(input, segment.offset, element_size) : target;
+    reduce(target, own, slots[slot], segment.count);
     if (finish_segment != nullptr) (*finish_segment)(target, segment.count);
     if (k + kReceiveSlots < num_recv_segments) post_receive(k + kReceiveSlots);
   }
@@ -109,10 +120,8 @@ Status ring_reduce_scatter_phase(const void* input, void* buf, const std::vector
   int64_t longest_block = 0;
   for (const Range& block : blocks) longest_block = std::max(longest_block, block.count);
   const int64_t slot_count = std::min(phase.segment_count, longest_block);
-  // Left uninitialized: every byte is received before it is read, and
-  // zeroing two segments on every call would cost a pass over memory.
-  std::unique_ptr<unsigned char[]> slots[kReceiveSlots];
-  for (auto& slot : slots) slot.reset(new unsigned char[byte_size(slot_count, element_size)]);
+  Slots slots;
+  receive_slots(byte_size(slot_count, element_size), slots);
 
   for (int step = 0; step < p - 1; ++step) {
     const Where where{phase.algorithm, "reduce-scatter", step, rank};

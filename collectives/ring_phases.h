@@ -20,7 +20,7 @@
 // s + 2 ranks, and after p - 1 steps rank r holds the complete reduction of
 // the block it owns. The order is fixed: block b, owned by rank o, ends as
 // x_o op (x_{o-1} op (... op (x_{o+2} op x_{o+1}))), where x_k is rank k's
-// input and `a op b` is reduce(dst = a, src = b); segment sizes do not change
+// input and `a op b` is reduce(dst, a, b); segment sizes do not change
 // it.
 //
 // Allgather: rank r starts with the complete block it owns; in step s it

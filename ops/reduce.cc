@@ -37,7 +37,7 @@ namespace {
 // arrays, which stay in L1 next to the source and destination lines.
 constexpr int kBlock = 1024;
 
-using KernelFn = void (*)(void* dst, const void* src, int64_t count);
+using KernelFn = void (*)(void* dst, const void* a, const void* b, int64_t count);
 
 // Calls body(begin, n, std::integral_constant<bool, full>{}) for each block
 // of [0, count): kBlock elements at a time, then a shorter tail if any. The
@@ -78,70 +78,72 @@ template <typename T>
 using WrapType = typename std::conditional_t<std::is_integral_v<T>, std::make_unsigned<T>,
                                              std::common_type<T>>::type;
 
-// dst = dst <op> src for a native arithmetic type. kAverage never reaches
-// here; the dispatch folds it into kSum.
+// dst = a <op> b for a native arithmetic type; dst may be a or b (each
+// element is read before it is written). kAverage never reaches here; the
+// dispatch folds it into kSum.
 //
 // Eigen vectorizes the float and double paths and int32 min/max. It has no
 // SSE packets for the unsigned types used for wrapping sums, nor for 8- and
 // 64-bit integers, so those run as plain loops; integer reductions are rare
 // in training traffic and correctness without UB comes first.
 template <ReduceOp kOp, typename T>
-void reduce_array(T* dst, const T* src, int64_t count) {
+void reduce_array(T* dst, const T* a, const T* b, int64_t count) {
   if constexpr (kOp == ReduceOp::kSum || kOp == ReduceOp::kProduct) {
     using Wide = WrapType<T>;
     // Viewing a signed integer through its unsigned counterpart is one of
     // the accesses the aliasing rules allow.
     ArrayMap<Wide> d(reinterpret_cast<Wide*>(dst), count);
-    ConstArrayMap<Wide> s(reinterpret_cast<const Wide*>(src), count);
+    ConstArrayMap<Wide> x(reinterpret_cast<const Wide*>(a), count);
+    ConstArrayMap<Wide> y(reinterpret_cast<const Wide*>(b), count);
     if constexpr (kOp == ReduceOp::kSum) {
-      d += s;
+      d = x + y;
     } else {
-      d *= s;
+      d = x * y;
     }
   } else {
     static_assert(kOp == ReduceOp::kMin || kOp == ReduceOp::kMax);
     ArrayMap<T> d(dst, count);
-    ConstArrayMap<T> s(src, count);
+    ConstArrayMap<T> x(a, count);
+    ConstArrayMap<T> y(b, count);
     // Eigen's default min/max leave NaN handling to the instruction set;
     // floating types ask for NaN propagation explicitly (see top of file).
     // Eigen 3.4 exposes that choice only through these functors, not
     // through ArrayBase::min/max.
     constexpr int kNaN = std::is_floating_point_v<T> ? Eigen::PropagateNaN : Eigen::PropagateFast;
     if constexpr (kOp == ReduceOp::kMin) {
-      d = d.binaryExpr(s, Eigen::internal::scalar_min_op<T, T, kNaN>());
+      d = x.binaryExpr(y, Eigen::internal::scalar_min_op<T, T, kNaN>());
     } else {
-      d = d.binaryExpr(s, Eigen::internal::scalar_max_op<T, T, kNaN>());
+      d = x.binaryExpr(y, Eigen::internal::scalar_max_op<T, T, kNaN>());
     }
   }
 }
 
 // The 16-bit path: widen a block of each operand, reduce in float32 with the
-// same Eigen kernel, round the block back. dst == src is fine because both
+// same Eigen kernel, round the block back. dst may be a or b because both
 // blocks are read before any element is written.
 template <ReduceOp kOp, typename Format>
-void reduce_half_array(uint16_t* dst, const uint16_t* src, int64_t count) {
-  alignas(64) float dst_block[kBlock];
-  alignas(64) float src_block[kBlock];
+void reduce_half_array(uint16_t* dst, const uint16_t* a, const uint16_t* b, int64_t count) {
+  alignas(64) float a_block[kBlock];
+  alignas(64) float b_block[kBlock];
   for_each_block(count, [&](int64_t begin, int64_t count_in_block, auto full) {
     const int64_t n = decltype(full)::value ? kBlock : count_in_block;
     for (int64_t i = 0; i < n; ++i) {
-      dst_block[i] = Format::to_float(dst[begin + i]);
-      src_block[i] = Format::to_float(src[begin + i]);
+      a_block[i] = Format::to_float(a[begin + i]);
+      b_block[i] = Format::to_float(b[begin + i]);
     }
-    reduce_array<kOp, float>(dst_block, src_block, n);
-    for (int64_t i = 0; i < n; ++i) dst[begin + i] = Format::from_float(dst_block[i]);
+    reduce_array<kOp, float>(a_block, a_block, b_block, n);
+    for (int64_t i = 0; i < n; ++i) dst[begin + i] = Format::from_float(a_block[i]);
   });
 }
 
-// The type-erased kernel a ReduceFn wraps. Element is a native arithmetic
-// type or one of the 16-bit format tags.
 template <ReduceOp kOp, typename Element>
-void reduce_kernel(void* dst, const void* src, int64_t count) {
+void reduce_kernel(void* dst, const void* a, const void* b, int64_t count) {
   if constexpr (kIsHalfFormat<Element>) {
-    reduce_half_array<kOp, Element>(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src),
-                                    count);
+    reduce_half_array<kOp, Element>(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(a),
+                                    static_cast<const uint16_t*>(b), count);
   } else {
-    reduce_array<kOp, Element>(static_cast<Element*>(dst), static_cast<const Element*>(src), count);
+    reduce_array<kOp, Element>(static_cast<Element*>(dst), static_cast<const Element*>(a),
+                               static_cast<const Element*>(b), count);
   }
 }
 
@@ -224,15 +226,15 @@ void divide_integer(T* buf, int64_t count, int64_t divisor) {
 void reduce_into(void* dst, const void* src, int64_t count, DataType dtype, ReduceOp op) {
   HERD_ENFORCE_GE(count, 0);
   if (count == 0) return;
-  select_kernel(dtype, op)(dst, src, count);
+  select_kernel(dtype, op)(dst, dst, src, count);
 }
 
 ReduceFn make_reduce_fn(DataType dtype, ReduceOp op) {
   const KernelFn kernel = select_kernel(dtype, op);
-  return [kernel](void* dst, const void* src, int64_t count) {
+  return [kernel](void* dst, const void* a, const void* b, int64_t count) {
     HERD_ENFORCE_GE(count, 0);
     if (count == 0) return;
-    kernel(dst, src, count);
+    kernel(dst, a, b, count);
   };
 }
 

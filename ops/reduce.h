@@ -34,10 +34,15 @@ void divide(void* buf, int64_t count, DataType dtype, int64_t divisor);
 // reducing it into anything leaves that unchanged.
 void fill_identity(void* buf, int64_t count, DataType dtype, ReduceOp op);
 
-// The reduction the collectives apply to one received segment.
-using ReduceFn = std::function<void(void* dst, const void* src, int64_t count)>;
+// The reduction the collectives apply to one received segment:
+// dst[i] = a[i] <op> b[i]. dst may be a or b but must not otherwise overlap
+// them. Three operands rather than dst op= src because an out-of-place
+// allreduce would otherwise first copy its input to the output and then
+// reduce there: for segments beyond the cache that copy costs a whole extra
+// pass over memory (docs/performance.md, optimization log).
+using ReduceFn = std::function<void(void* dst, const void* a, const void* b, int64_t count)>;
 
-// reduce_into bound to one dtype and op.
+// reduce_into's kernel bound to one dtype and op, in the three-operand form.
 ReduceFn make_reduce_fn(DataType dtype, ReduceOp op);
 
 }  // namespace herd::ops

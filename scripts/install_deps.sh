@@ -10,6 +10,7 @@ packages=(
   build-essential cmake ninja-build clang-format
   libopenmpi-dev openmpi-bin
   libeigen3-dev libfmt-dev catch2 libcli11-dev nlohmann-json3-dev
+  libbenchmark-dev python3-matplotlib python3-numpy python3-pytest
 )
 
 if ! command -v dpkg-query >/dev/null 2>&1; then

@@ -10,6 +10,7 @@
 #include "ops/reduce.h"
 #include "src/cycle_bits.h"
 #include "src/fusion_plan.h"
+#include "src/spin_wait.h"
 
 namespace herd::detail {
 namespace {
@@ -75,8 +76,12 @@ Status BackgroundLoop::run_cycle(bool* stop) {
   // late then finds the others already waiting, instead of waiting for them
   // to wake from a sleep of up to a whole cycle. A joined rank does not sleep
   // either: the others' allreduces wait for it.
+  // Right after a cycle that ran something, the next tensor tends to follow
+  // within microseconds (a loop of allreduces, a backward pass): poll for it
+  // briefly rather than sleep and pay a kernel wake-up.
   if (!joined && cached_pending_.empty() && negotiating_.empty() && uncached_.empty()) {
-    queue_.wait_for_work(cycle_time_);
+    queue_.wait_for_work(cycle_time_,
+                         ran_something_ ? kSpinBeforeBlocking : std::chrono::microseconds{0});
   }
   for (TensorEntry& entry : queue_.drain()) classify(std::move(entry));
 
@@ -127,6 +132,7 @@ Status BackgroundLoop::run_cycle(bool* stop) {
     cache_.touch(slot);
   }
   if (!joined_ranks_.empty()) fail_cached_entries_blocked_by_join();
+  ran_something_ = !agreed.empty() || agreement.any_uncached;
   if (agreement.any_uncached || !agreement.invalid_anywhere.empty() || joined_changed) {
     Status status = negotiate(&agreed);
     if (!status.is_ok()) {
@@ -367,7 +373,8 @@ Status BackgroundLoop::execute(std::vector<Agreed>* agreed) {
     }
     responses.push_back(item.response);
   }
-  for (const FusionGroup& group : plan_fusion(responses, config_.fusion_threshold_bytes)) {
+  for (const FusionGroup& group :
+       plan_fusion(responses, config_.fusion_threshold_bytes, config_.fusion_max_tensor_bytes)) {
     std::vector<TensorEntry*> entries;
     for (std::size_t member : group.members) entries.push_back(&(*agreed)[member].entry);
     const Response& spec = responses[group.members.front()];

@@ -103,6 +103,7 @@ class BackgroundLoop {
   std::vector<TensorEntry> uncached_;               // to send in the next negotiation
   std::unordered_map<std::string, TensorEntry> negotiating_;  // sent, awaiting a response
   std::vector<uint32_t> invalid_slots_;                       // for the next agreement
+  bool ran_something_ = false;  // the last agreement executed or negotiated something
 
   // herd::join.
   std::atomic<bool> join_requested_{false};

@@ -20,7 +20,11 @@ namespace herd::detail {
 struct Config {
   // HERD_FUSION_THRESHOLD: most bytes packed into one fusion buffer; 0 turns
   // fusion off (every tensor is reduced on its own).
-  int64_t fusion_threshold_bytes = 64 * 1024 * 1024;
+  int64_t fusion_threshold_bytes = 4 * 1024 * 1024;
+  // HERD_FUSION_MAX_TENSOR_BYTES: a tensor larger than this is reduced on its
+  // own, straight from its input to its output, instead of being copied into
+  // and out of the fusion buffer; 0: no limit.
+  int64_t fusion_max_tensor_bytes = 256 * 1024;
   // HERD_CYCLE_TIME: longest an idle background thread sleeps between two
   // agreement rounds, in milliseconds. Work wakes it at once, so this bounds
   // only how soon an idle rank notices another rank's shutdown or stall.

@@ -6,9 +6,9 @@
 // response walks in order: it joins its kind's open group when its bytes
 // still fit under the threshold; otherwise it opens a new group of its kind,
 // which closes the old one for good. A response that alone exceeds the
-// threshold gets a closed group of its own and leaves its kind's open group
-// open, since later small responses may still fill it. Groups are created in
-// the order of their first member, so the result needs no sorting.
+// threshold, or the largest tensor fused, gets a closed group of its own and leaves its kind's open
+// group open, since later small responses may still fill it. Groups are created in the order of
+// their first member, so the result needs no sorting.
 #include "src/fusion_plan.h"
 
 namespace herd::detail {
@@ -27,11 +27,15 @@ struct OpenGroup {
 }  // namespace
 
 std::vector<FusionGroup> plan_fusion(const std::vector<Response>& responses,
-                                     int64_t threshold_bytes) {
+                                     int64_t threshold_bytes, int64_t max_tensor_bytes) {
   std::vector<FusionGroup> groups;
   // Few kinds are live at once (usually one), so a linear scan beats a map.
   std::vector<OpenGroup> open;
   const std::size_t threshold = threshold_bytes > 0 ? static_cast<std::size_t>(threshold_bytes) : 0;
+  // A tensor above this reduces faster alone: packing it costs two copies
+  // of its bytes, more than the fixed cost of a collective of its own.
+  const std::size_t max_tensor =
+      max_tensor_bytes > 0 ? static_cast<std::size_t>(max_tensor_bytes) : threshold;
 
   for (std::size_t i = 0; i < responses.size(); ++i) {
     const Response& response = responses[i];
@@ -39,7 +43,8 @@ std::vector<FusionGroup> plan_fusion(const std::vector<Response>& responses,
     const std::size_t bytes = response.num_bytes();
 
     // Only plain allreduces fuse; every other collective runs on its own.
-    if (threshold == 0 || bytes > threshold || response.collective != CollectiveType::kAllreduce) {
+    if (threshold == 0 || bytes > threshold || bytes > max_tensor ||
+        response.collective != CollectiveType::kAllreduce) {
       groups.push_back({{i}, bytes});
       continue;
     }

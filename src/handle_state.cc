@@ -1,5 +1,7 @@
 #include "src/handle_state.h"
 
+#include "src/spin_wait.h"
+
 namespace herd::detail {
 
 void HandleState::complete(Status status) {
@@ -8,6 +10,7 @@ void HandleState::complete(Status status) {
     if (done_) return;
     done_ = true;
     status_ = std::move(status);
+    done_published_.store(true, std::memory_order_release);
   }
   done_cv_.notify_all();
 }
@@ -18,6 +21,8 @@ bool HandleState::done() const {
 }
 
 Status HandleState::wait() const {
+  spin_until([this] { return done_published_.load(std::memory_order_acquire); },
+             kSpinBeforeBlocking);
   std::unique_lock<std::mutex> lock(mutex_);
   done_cv_.wait(lock, [this] { return done_; });
   return status_;

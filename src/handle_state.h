@@ -5,6 +5,7 @@
 // application threads. Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <string>
@@ -25,7 +26,8 @@ class HandleState {
   void complete(Status status);
 
   bool done() const;
-  // Blocks until complete; returns the outcome.
+  // Blocks until complete (polling briefly first: spin_wait.h); returns the
+  // outcome.
   Status wait() const;
 
  private:
@@ -34,6 +36,8 @@ class HandleState {
   mutable std::condition_variable done_cv_;
   bool done_ = false;
   Status status_;
+  // done_, readable without the mutex, for the poll in wait().
+  std::atomic<bool> done_published_{false};
 };
 
 }  // namespace herd::detail

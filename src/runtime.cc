@@ -40,6 +40,7 @@ void check_settings_agree(const Config& config, int size) {
   };
   const Shared shared[] = {
       {"HERD_FUSION_THRESHOLD", config.fusion_threshold_bytes},
+      {"HERD_FUSION_MAX_TENSOR_BYTES", config.fusion_max_tensor_bytes},
       {"HERD_CACHE_CAPACITY", config.cache_capacity},
       {"HERD_RING_SEGMENT_BYTES", config.ring_segment_bytes},
       {"HERD_SMALL_ALLREDUCE_BYTES", config.small_allreduce_bytes},

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "src/spin_wait.h"
+
 namespace herd::detail {
 
 Status TensorQueue::push(TensorEntry entry) {
@@ -16,6 +18,7 @@ Status TensorQueue::push(TensorEntry entry) {
           entry.handle->description(), rank_label_));
     }
     entries_.push_back(std::move(entry));
+    has_work_.store(true, std::memory_order_release);
   }
   work_cv_.notify_one();
   return Status::ok();
@@ -26,10 +29,15 @@ std::vector<TensorEntry> TensorQueue::drain() {
   std::vector<TensorEntry> drained;
   drained.swap(entries_);
   woken_ = false;
+  has_work_.store(false, std::memory_order_relaxed);
   return drained;
 }
 
-void TensorQueue::wait_for_work(std::chrono::microseconds timeout) {
+void TensorQueue::wait_for_work(std::chrono::microseconds timeout, std::chrono::microseconds spin) {
+  if (spin.count() > 0 &&
+      spin_until([this] { return has_work_.load(std::memory_order_acquire); }, spin)) {
+    return;
+  }
   std::unique_lock<std::mutex> lock(mutex_);
   work_cv_.wait_for(lock, timeout, [this] { return woken_ || !entries_.empty(); });
 }
@@ -38,6 +46,7 @@ void TensorQueue::wake() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     woken_ = true;
+    has_work_.store(true, std::memory_order_release);
   }
   work_cv_.notify_one();
 }

@@ -9,6 +9,7 @@
 // push fails with the closing reason. Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <memory>
@@ -55,8 +56,10 @@ class TensorQueue {
   // Everything pushed since the last drain, in push order.
   std::vector<TensorEntry> drain();
 
-  // Sleeps until an entry is waiting, wake() is called, or `timeout` passes.
-  void wait_for_work(std::chrono::microseconds timeout);
+  // Sleeps until an entry is waiting, wake() is called, or `timeout` passes;
+  // polls for the first `spin` of it instead of sleeping (spin_wait.h).
+  void wait_for_work(std::chrono::microseconds timeout,
+                     std::chrono::microseconds spin = std::chrono::microseconds{0});
   void wake();
 
   // The name may be submitted again.
@@ -72,6 +75,8 @@ class TensorQueue {
   std::vector<TensorEntry> entries_;
   std::unordered_set<std::string> pending_names_;
   bool woken_ = false;
+  // woken_ || !entries_.empty(), readable without the mutex, for the poll.
+  std::atomic<bool> has_work_{false};
   bool closed_ = false;
   std::string close_reason_;
 };

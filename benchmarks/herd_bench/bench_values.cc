@@ -1,6 +1,7 @@
 #include "benchmarks/herd_bench/bench_values.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <stdexcept>
 
@@ -26,6 +27,41 @@ double unit_roundoff(DataType dtype) {
     case DataType::kFloat64: return 0x1p-52;
     default: return 0;
   }
+}
+
+// The largest n such that the dtype holds every integer 0..n exactly.
+int64_t largest_exact_integer(DataType dtype) {
+  switch (dtype) {
+    case DataType::kUInt8: return 255;
+    case DataType::kInt8: return 127;
+    case DataType::kInt32: return INT32_MAX;
+    case DataType::kFloat16: return 2048;
+    case DataType::kBFloat16: return 256;
+    case DataType::kFloat32: return int64_t{1} << 24;
+    case DataType::kInt64:  // load() returns a double
+    case DataType::kFloat64: return int64_t{1} << 53;
+  }
+  throw std::invalid_argument("herd-bench: unsupported dtype " + to_string(dtype));
+}
+
+// Counts the elements of `data` farther than relative_tolerance * |expected|
+// from expected(i), and prints the first one after `where` ("rank 1: ring
+// path") to stderr.
+template <typename Expected>
+int64_t count_mismatches(DataType dtype, const void* data, int64_t count, Expected&& expected,
+                         double relative_tolerance, const std::string& where) {
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    const double want = expected(i);
+    const double actual = load(dtype, data, i);
+    if (std::fabs(actual - want) <= relative_tolerance * std::fabs(want)) continue;  // NaN: wrong
+    if (wrong == 0) {
+      std::fprintf(stderr, "%s, index %lld of %lld: expected %g, actual %g\n", where.c_str(),
+                   static_cast<long long>(i), static_cast<long long>(count), want, actual);
+    }
+    ++wrong;
+  }
+  return wrong;
 }
 
 }  // namespace
@@ -117,21 +153,42 @@ void fill_input(DataType dtype, ReduceOp op, int rank, void* data, int64_t count
 
 int64_t count_wrong(DataType dtype, ReduceOp op, int ranks, int rank, const void* data,
                     int64_t count, const std::string& path) {
+  return count_wrong_from(dtype, op, ranks, rank, data, 0, count, path);
+}
+
+int64_t count_wrong_from(DataType dtype, ReduceOp op, int ranks, int rank, const void* data,
+                         int64_t first, int64_t count, const std::string& path) {
   const bool rounded = op == ReduceOp::kAverage && is_floating(dtype);
-  int64_t wrong = 0;
-  for (int64_t i = 0; i < count; ++i) {
-    const double expected = expected_value(op, ranks, i);
-    const double actual = load(dtype, data, i);
-    const double allowed = rounded ? unit_roundoff(dtype) * std::fabs(expected) : 0.0;
-    if (std::fabs(actual - expected) <= allowed) continue;  // NaN lands below, as wrong
-    if (wrong == 0) {
-      std::fprintf(stderr, "rank %d: %s path, index %lld of %lld: expected %g, actual %g\n", rank,
-                   path.c_str(), static_cast<long long>(i), static_cast<long long>(count), expected,
-                   actual);
-    }
-    ++wrong;
+  return count_mismatches(
+      dtype, data, count, [&](int64_t i) { return expected_value(op, ranks, first + i); },
+      rounded ? unit_roundoff(dtype) : 0.0, "rank " + std::to_string(rank) + ": " + path + " path");
+}
+
+double block_value(DataType dtype, int ranks, int blocks, int source, int block, int64_t i) {
+  // The largest value, at source p-1, block blocks-1, i % period = period-1,
+  // is ranks * blocks * period.
+  const int64_t period = largest_exact_integer(dtype) / (int64_t{ranks} * blocks);
+  if (period < 1) {
+    throw std::invalid_argument("herd-bench: " + to_string(dtype) + " cannot hold " +
+                                std::to_string(int64_t{ranks} * blocks) + " distinct blocks");
   }
-  return wrong;
+  return static_cast<double>(1 + source + int64_t{ranks} * (block + blocks * (i % period)));
+}
+
+void fill_block(DataType dtype, int ranks, int blocks, int source, int block, void* data,
+                int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    store(dtype, data, i, block_value(dtype, ranks, blocks, source, block, i));
+  }
+}
+
+int64_t count_wrong_block(DataType dtype, int ranks, int blocks, int source, int block, int rank,
+                          const void* data, int64_t count, const std::string& path) {
+  return count_mismatches(
+      dtype, data, count,
+      [&](int64_t i) { return block_value(dtype, ranks, blocks, source, block, i); }, 0.0,
+      "rank " + std::to_string(rank) + ": " + path + " path, block " + std::to_string(block) +
+          " of rank " + std::to_string(source));
 }
 
 }  // namespace herd::bench

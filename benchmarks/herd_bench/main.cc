@@ -6,6 +6,12 @@
 // runtime, the ring alone, raw MPI, a memcpy ceiling) with the slowest rank's
 // time, algbw, busbw and the number of wrong elements. Exits 1 if any element
 // was wrong, 2 on a failure. docs/benchmarks.md explains the columns.
+// The subcommands allgather, broadcast [-r ROOT], reducescatter [-o OP] and
+// alltoall take the same sweep options and print the same table.
+//
+//   mpirun -np N herd-bench step --model resnet50 -n 10 -w 3 [--backward-ms 0]
+//
+// times one training step's gradients of a real model instead (step_bench.h).
 //
 // The program initializes MPI itself with MPI_THREAD_MULTIPLE, so that a bad
 // command line ends cleanly before herd starts; herd::init then uses this MPI
@@ -21,8 +27,13 @@
 
 #include <herd/herd.h>
 
+#include "benchmarks/herd_bench/allgather_bench.h"
 #include "benchmarks/herd_bench/allreduce_bench.h"
+#include "benchmarks/herd_bench/alltoall_bench.h"
+#include "benchmarks/herd_bench/broadcast_bench.h"
 #include "benchmarks/herd_bench/cli_options.h"
+#include "benchmarks/herd_bench/reducescatter_bench.h"
+#include "benchmarks/herd_bench/step_bench.h"
 
 int main(int argc, char** argv) {
   int provided = 0;
@@ -36,9 +47,23 @@ int main(int argc, char** argv) {
   // One options struct per subcommand; the one given on the command line runs.
   herd::bench::AllreduceBenchOptions allreduce_options;
   CLI::App* allreduce = herd::bench::add_allreduce_command(app, allreduce_options);
+  herd::bench::AllgatherBenchOptions allgather_options;
+  CLI::App* allgather = herd::bench::add_allgather_command(app, allgather_options);
+  herd::bench::BroadcastBenchOptions broadcast_options;
+  CLI::App* broadcast = herd::bench::add_broadcast_command(app, broadcast_options);
+  herd::bench::ReducescatterBenchOptions reducescatter_options;
+  CLI::App* reducescatter = herd::bench::add_reducescatter_command(app, reducescatter_options);
+  herd::bench::AlltoallBenchOptions alltoall_options;
+  CLI::App* alltoall = herd::bench::add_alltoall_command(app, alltoall_options);
+  herd::bench::StepBenchOptions step_options;
+  CLI::App* step = herd::bench::add_step_command(app, step_options);
   try {
     app.parse(argc, argv);
     if (allreduce->parsed()) herd::bench::validate_sweep_options(allreduce_options);
+    if (allgather->parsed()) herd::bench::validate_sweep_options(allgather_options);
+    if (broadcast->parsed()) herd::bench::validate_sweep_options(broadcast_options);
+    if (reducescatter->parsed()) herd::bench::validate_sweep_options(reducescatter_options);
+    if (alltoall->parsed()) herd::bench::validate_sweep_options(alltoall_options);
   } catch (const CLI::ParseError& e) {
     std::ostringstream discard;  // every rank parses; rank 0 alone prints
     const int code = rank == 0 ? app.exit(e) : app.exit(e, discard, discard);
@@ -57,6 +82,13 @@ int main(int argc, char** argv) {
   try {
     herd::init();
     if (allreduce->parsed()) wrong = herd::bench::run_allreduce_bench(allreduce_options, comm);
+    if (allgather->parsed()) wrong = herd::bench::run_allgather_bench(allgather_options, comm);
+    if (broadcast->parsed()) wrong = herd::bench::run_broadcast_bench(broadcast_options, comm);
+    if (reducescatter->parsed()) {
+      wrong = herd::bench::run_reducescatter_bench(reducescatter_options, comm);
+    }
+    if (alltoall->parsed()) wrong = herd::bench::run_alltoall_bench(alltoall_options, comm);
+    if (step->parsed()) wrong = herd::bench::run_step_bench(step_options, comm);
     herd::shutdown();
   } catch (const std::exception& e) {
     // A rank that fails alone would leave the others waiting: stop the job.

@@ -22,13 +22,14 @@
 
 namespace herd::collectives::testing {
 
-// dst[i] = combine(dst[i], src[i]) on elements of type T.
+// dst[i] = combine(a[i], b[i]) on elements of type T.
 template <typename T, typename Combine>
 ops::ReduceFn elementwise(Combine combine) {
-  return [combine](void* dst, const void* src, int64_t count) {
+  return [combine](void* dst, const void* a, const void* b, int64_t count) {
     auto* out = static_cast<T*>(dst);
-    const auto* in = static_cast<const T*>(src);
-    for (int64_t i = 0; i < count; ++i) out[i] = combine(out[i], in[i]);
+    const auto* x = static_cast<const T*>(a);
+    const auto* y = static_cast<const T*>(b);
+    for (int64_t i = 0; i < count; ++i) out[i] = combine(x[i], y[i]);
   };
 }
 

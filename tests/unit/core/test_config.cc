@@ -27,6 +27,9 @@ Status read(const Env& env, Config* config) { return read_config(lookup_in(env),
 std::set<std::string> differing_fields(const Config& a, const Config& b) {
   std::set<std::string> fields;
   if (a.fusion_threshold_bytes != b.fusion_threshold_bytes) fields.insert("fusion_threshold_bytes");
+  if (a.fusion_max_tensor_bytes != b.fusion_max_tensor_bytes) {
+    fields.insert("fusion_max_tensor_bytes");
+  }
   if (a.cycle_time_ms != b.cycle_time_ms) fields.insert("cycle_time_ms");
   if (a.cache_capacity != b.cache_capacity) fields.insert("cache_capacity");
   if (a.log_level != b.log_level) fields.insert("log_level");
@@ -37,9 +40,15 @@ std::set<std::string> differing_fields(const Config& a, const Config& b) {
   return fields;
 }
 
-const std::set<std::string> kAllFields = {
-    "fusion_threshold_bytes", "cycle_time_ms",         "cache_capacity",      "log_level",
-    "ring_segment_bytes",     "small_allreduce_bytes", "stall_check_seconds", "process_sets"};
+const std::set<std::string> kAllFields = {"fusion_threshold_bytes",
+                                          "fusion_max_tensor_bytes",
+                                          "cycle_time_ms",
+                                          "cache_capacity",
+                                          "log_level",
+                                          "ring_segment_bytes",
+                                          "small_allreduce_bytes",
+                                          "stall_check_seconds",
+                                          "process_sets"};
 
 void check_rejected(const std::string& variable, const std::string& value,
                     const std::string& expected) {
@@ -57,7 +66,8 @@ void check_rejected(const std::string& variable, const std::string& value,
 TEST_CASE("config: an empty environment keeps every default", "[config]") {
   Config config;
   REQUIRE(read({}, &config).is_ok());
-  CHECK(config.fusion_threshold_bytes == 67108864);
+  CHECK(config.fusion_threshold_bytes == 4194304);
+  CHECK(config.fusion_max_tensor_bytes == 262144);
   CHECK(config.cycle_time_ms == 100.0);
   CHECK(config.cache_capacity == 1024);
   CHECK(config.log_level == LogLevel::kWarning);
@@ -83,6 +93,17 @@ TEST_CASE("config: HERD_FUSION_THRESHOLD", "[config]") {
   for (const char* bad : {"abc", "", "-1", " 5", "5 ", "64M", "1e6", "1.5", "+5", "0x10",
                           "9223372036854775808", "99999999999999999999999"}) {
     check_rejected("HERD_FUSION_THRESHOLD", bad, expected);
+  }
+}
+
+TEST_CASE("config: HERD_FUSION_MAX_TENSOR_BYTES", "[config]") {
+  Config config;
+  REQUIRE(read({{"HERD_FUSION_MAX_TENSOR_BYTES", "0"}}, &config).is_ok());
+  CHECK(config.fusion_max_tensor_bytes == 0);
+  REQUIRE(read({{"HERD_FUSION_MAX_TENSOR_BYTES", "1048576"}}, &config).is_ok());
+  CHECK(config.fusion_max_tensor_bytes == 1048576);
+  for (const char* bad : {"-1", "abc", "", "1M", "1.5"}) {
+    check_rejected("HERD_FUSION_MAX_TENSOR_BYTES", bad, "a non-negative integer (bytes)");
   }
 }
 
@@ -191,10 +212,11 @@ TEST_CASE("config: several bad values are reported together", "[config]") {
 
 TEST_CASE("config: setting_docs covers every field exactly once", "[config]") {
   const std::map<std::string, std::string> non_default = {
-      {"HERD_FUSION_THRESHOLD", "1"},   {"HERD_CYCLE_TIME", "0.25"},
-      {"HERD_CACHE_CAPACITY", "7"},     {"HERD_LOG_LEVEL", "trace"},
-      {"HERD_RING_SEGMENT_BYTES", "3"}, {"HERD_SMALL_ALLREDUCE_BYTES", "5"},
-      {"HERD_STALL_CHECK_TIME", "2.5"}, {"HERD_PROCESS_SETS", "0,1"}};
+      {"HERD_FUSION_THRESHOLD", "1"},       {"HERD_CYCLE_TIME", "0.25"},
+      {"HERD_CACHE_CAPACITY", "7"},         {"HERD_LOG_LEVEL", "trace"},
+      {"HERD_RING_SEGMENT_BYTES", "3"},     {"HERD_SMALL_ALLREDUCE_BYTES", "5"},
+      {"HERD_STALL_CHECK_TIME", "2.5"},     {"HERD_PROCESS_SETS", "0,1"},
+      {"HERD_FUSION_MAX_TENSOR_BYTES", "9"}};
   std::vector<SettingDoc> docs = setting_docs();
   REQUIRE(docs.size() == non_default.size());
 

@@ -79,6 +79,17 @@ TEST_CASE("plan_fusion: a tensor above the threshold is alone", "[fusion]") {
   CHECK(totals_of(groups) == std::vector<std::size_t>{32, 400});
 }
 
+TEST_CASE("plan_fusion: a tensor above the largest fused one is alone", "[fusion]") {
+  std::vector<Response> responses = {of_bytes(16), of_bytes(40), of_bytes(44), of_bytes(16)};
+  // Limit 40: the 40-byte tensor still fuses, the 44-byte one runs on its own
+  // although the buffer (1000 bytes) has room for it.
+  std::vector<FusionGroup> groups = plan_fusion(responses, 1000, 40);
+  CHECK(members_of(groups) == Members{{0, 1, 3}, {2}});
+  CHECK(totals_of(groups) == std::vector<std::size_t>{72, 44});
+  // 0: no limit beyond the threshold.
+  CHECK(members_of(plan_fusion(responses, 1000, 0)) == Members{{0, 1, 2, 3}});
+}
+
 TEST_CASE("plan_fusion: unlike responses interleave without breaking groups", "[fusion]") {
   std::vector<Response> responses;
   for (int i = 0; i < 6; ++i) {

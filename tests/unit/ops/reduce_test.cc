@@ -1,4 +1,5 @@
-// reduce_into and make_reduce_fn against plain double arithmetic: every
+// reduce_into and make_reduce_fn (three operands, into a third buffer or onto
+// an operand) against plain double arithmetic: every
 // dtype x op x count with inputs the reference computes exactly, integer
 // wraparound, NaN handling, aliasing, and the float32 route of the 16-bit
 // formats on random bit patterns.
@@ -117,17 +118,27 @@ TEST_CASE("reduce_into matches the reference for every dtype, op and count", "[r
           expected[i] = ref_apply(op, dst_values[i], src_values[i]);
 
         Bytes through_call = testing::to_bytes(dst_values, dtype);
-        Bytes through_fn = through_call;
+        const Bytes first = through_call;
         const Bytes src = testing::to_bytes(src_values, dtype);
+        // The three-operand form into a third buffer, and onto its second operand.
+        Bytes through_fn(through_call.size(), 0xAB);
+        Bytes onto_second = src;
         // count 0 must not touch the pointers at all.
         const auto dst_ptr = [&](Bytes& b) -> void* { return count == 0 ? nullptr : b.data(); };
-        const void* src_ptr = count == 0 ? nullptr : src.data();
-        reduce_into(dst_ptr(through_call), src_ptr, count, dtype, op);
-        make_reduce_fn(dtype, op)(dst_ptr(through_fn), src_ptr, count);
+        const auto in_ptr = [&](const Bytes& b) -> const void* {
+          return count == 0 ? nullptr : b.data();
+        };
+        reduce_into(dst_ptr(through_call), in_ptr(src), count, dtype, op);
+        const ReduceFn reduce = make_reduce_fn(dtype, op);
+        reduce(dst_ptr(through_fn), in_ptr(first), in_ptr(src), count);
+        reduce(dst_ptr(onto_second), in_ptr(first), dst_ptr(onto_second), count);
 
         INFO("dtype " << to_string(dtype) << ", op " << to_string(op) << ", count " << count);
         CHECK(first_mismatch(through_call, expected, dtype) == "");
         CHECK(first_mismatch(through_fn, expected, dtype) == "");
+        CHECK(first_mismatch(onto_second, expected, dtype) == "");
+        CHECK(first == testing::to_bytes(dst_values, dtype));  // operands untouched
+        CHECK(src == testing::to_bytes(src_values, dtype));
       }
     }
   }
@@ -275,20 +286,21 @@ TEST_CASE("make_reduce_fn binds dtype and op once", "[reduce]") {
   const ReduceFn max = make_reduce_fn(DataType::kInt32, ReduceOp::kMax);
   std::vector<float> f_dst{1.5f, -2.0f};
   const std::vector<float> f_src{0.25f, 2.0f};
-  sum(f_dst.data(), f_src.data(), 2);
+  sum(f_dst.data(), f_dst.data(), f_src.data(), 2);
   CHECK(f_dst == std::vector<float>{1.75f, 0.0f});
-  std::vector<int32_t> i_dst{-5, 7};
-  const std::vector<int32_t> i_src{-6, 3};
-  max(i_dst.data(), i_src.data(), 2);
-  CHECK(i_dst == std::vector<int32_t>{-5, 7});
-  sum(nullptr, nullptr, 0);
+  std::vector<int32_t> i_out(2, 0);
+  const std::vector<int32_t> i_a{-5, 7};
+  const std::vector<int32_t> i_b{-6, 3};
+  max(i_out.data(), i_a.data(), i_b.data(), 2);
+  CHECK(i_out == std::vector<int32_t>{-5, 7});
+  sum(nullptr, nullptr, nullptr, 0);
 }
 
 TEST_CASE("a negative count is a caller bug and throws", "[reduce]") {
   float x = 0;
   CHECK_THROWS_AS(reduce_into(&x, &x, -1, DataType::kFloat32, ReduceOp::kSum),
                   detail::InternalError);
-  CHECK_THROWS_AS(make_reduce_fn(DataType::kFloat32, ReduceOp::kSum)(&x, &x, -1),
+  CHECK_THROWS_AS(make_reduce_fn(DataType::kFloat32, ReduceOp::kSum)(&x, &x, &x, -1),
                   detail::InternalError);
 }
 

@@ -1,0 +1,516 @@
+#!/usr/bin/python3
+"""Summarizes repeated herd-bench runs into medians, as Markdown for docs/performance.md.
+
+Usage:
+  bench_median.py [--baseline mpi] [--against herd] [--title TEXT] [--json OUT]
+                  FILE.csv ...
+
+Each FILE is the stdout of one run of `herd-bench ... --csv`, of one of two kinds
+(told apart by the header line):
+
+  sweep (allreduce, allgather, ...): size,count,type,redop,path,time_us,
+      algbw_gbps,busbw_gbps,wrong -- one row per (size, path); the memcpy row
+      has no redop, busbw or wrong.
+  step: model,ranks,tensors,bytes,backward_ms,path,median_ms,mean_ms,
+      algbw_gbps,busbw_gbps,speedup,over_mpi_ms,wrong -- one row per path.
+
+All files must be of one kind and one configuration: the same type and redop
+(and rank count, where a "# ... N ranks" note says it) for sweeps, the same
+model, ranks and backward_ms for steps; else it exits 2 naming the file. Blank
+lines and lines starting with '#' are ignored.
+
+Sweep output: one row per size with, for each path, the median time (µs) and
+median busbw (GB/s; for memcpy its algbw, the ceiling of one pass over the
+buffer), then AGAINST/BASELINE: the median over runs of the per-run ratio
+BASELINE time / AGAINST time (>1: AGAINST is faster), with its min–max, and the
+median per-run ratio of AGAINST's busbw to memcpy's algbw.
+
+Step output: one row per path with the median over runs of median_ms, its
+min–max, the median busbw and the median over runs of the per-run speedup (best
+BASELINE-* path's median_ms in that run / this path's median_ms), then a line
+with AGAINST's speedup over the better BASELINE path.
+
+Ratios are always taken within one run (one file) and then the median over
+runs: the runs are noisy, and the ratio of two paths measured side by side is
+steadier than the ratio of their medians. The median of an even count is the
+mean of the two middle values.
+
+A run with wrong elements (nonzero `wrong`) gets a warning on stderr naming
+file, size, path and count, and the exit status is 1 (after the table), so a
+wrong run is never summarized silently. --json OUT also writes the summary
+(kind, runs, rows) as JSON. Standard library only; run it with /usr/bin/python3.
+"""
+
+import argparse
+import csv
+import json
+import os
+import statistics
+import sys
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence
+
+from plot_busbw import (HERD_BENCH_HEADER, BenchCsvError, BenchFile, format_size,  # noqa: E402
+                        read_bench_csv)
+
+PROG = "bench_median"
+RUNS_LINE = "{} runs; medians; ratios are per-run (same run) then median"
+STEP_HEADER = ("model,ranks,tensors,bytes,backward_ms,path,median_ms,mean_ms,algbw_gbps,"
+               "busbw_gbps,speedup,over_mpi_ms,wrong")
+STEP_REQUIRED = ("model", "ranks", "bytes", "backward_ms", "path", "median_ms", "busbw_gbps",
+                 "wrong")
+
+
+class UsageError(Exception):
+    """Input that cannot be summarized (exit status 2)."""
+
+
+@dataclass
+class StepRow:
+    model: str
+    ranks: int
+    bytes: int
+    backward_ms: float
+    path: str
+    median_ms: float
+    busbw_gbps: float
+    wrong: int
+
+
+@dataclass
+class StepFile:
+    path: str
+    rows: List[StepRow]
+
+
+# --- reading -----------------------------------------------------------------
+
+
+def _data_lines(path: str) -> List[tuple]:
+    """(line number, text) of the lines that are neither blank nor '#' notes."""
+    if not os.path.exists(path):
+        raise UsageError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise UsageError(f"{path}: is a directory, not a CSV file")
+    with open(path, newline="", encoding="utf-8") as handle:
+        lines = handle.read().splitlines()
+    return [(number, line) for number, line in enumerate(lines, start=1)
+            if line.strip() and not line.lstrip().startswith("#")]
+
+
+def detect_kind(path: str) -> str:
+    """"sweep" or "step", from the file's header line."""
+    lines = _data_lines(path)
+    if not lines:
+        raise UsageError(f"{path}: empty (no header, no rows)")
+    number, header_line = lines[0]
+    header = {name.strip() for name in next(csv.reader([header_line]))}
+    if {"model", "median_ms"} <= header:
+        return "step"
+    if {"size", "time_us"} <= header:
+        return "sweep"
+    raise UsageError(f"{path}:{number}: not a herd-bench CSV (header is '{header_line.strip()}'; "
+                     f"herd-bench --csv writes 'size,count,type,...' for a sweep or "
+                     f"'model,ranks,...' for step)")
+
+
+def _number(text: str, kind, where: str, column: str):
+    try:
+        return kind(text.strip())
+    except ValueError:
+        raise UsageError(f"{where}: column '{column}' is not a number: '{text.strip()}'") from None
+
+
+def read_step_csv(path: str) -> StepFile:
+    lines = _data_lines(path)
+    header_number, header_line = lines[0]
+    header = [name.strip() for name in next(csv.reader([header_line]))]
+    missing = [name for name in STEP_REQUIRED if name not in header]
+    if missing:
+        raise UsageError(f"{path}:{header_number}: missing column(s) {', '.join(missing)} "
+                         f"(herd-bench step --csv writes '{STEP_HEADER}')")
+    index = {name: header.index(name) for name in header}
+    rows = []
+    for number, line in lines[1:]:
+        fields = next(csv.reader([line]))
+        where = f"{path}:{number}"
+        if len(fields) != len(header):
+            raise UsageError(f"{where}: {len(fields)} fields, the header has {len(header)}")
+
+        def field(name: str) -> str:
+            return fields[index[name]]
+
+        rows.append(StepRow(
+            model=field("model").strip(),
+            ranks=_number(field("ranks"), int, where, "ranks"),
+            bytes=_number(field("bytes"), int, where, "bytes"),
+            backward_ms=_number(field("backward_ms"), float, where, "backward_ms"),
+            path=field("path").strip(),
+            median_ms=_number(field("median_ms"), float, where, "median_ms"),
+            busbw_gbps=_number(field("busbw_gbps"), float, where, "busbw_gbps"),
+            wrong=_number(field("wrong"), int, where, "wrong"),
+        ))
+    if not rows:
+        raise UsageError(f"{path}: a header but no data rows")
+    return StepFile(path=path, rows=rows)
+
+
+# --- arithmetic --------------------------------------------------------------
+
+
+def median(values: Sequence[float]) -> float:
+    """The middle value; of an even count, the mean of the two middle ones."""
+    return statistics.median(values)
+
+
+def ratio_summary(values: Sequence[float]) -> Optional[dict]:
+    if not values:
+        return None
+    return {"median": median(values), "min": min(values), "max": max(values),
+            "runs": len(values)}
+
+
+def _fmt(value: Optional[float]) -> str:
+    """About three significant digits, never in exponent form."""
+    if value is None:
+        return "–"
+    size = abs(value)
+    if size >= 100:
+        return f"{value:.0f}"
+    if size >= 10:
+        return f"{value:.1f}"
+    if size >= 1:
+        return f"{value:.2f}"
+    return f"{value:.3f}"
+
+
+def _ratio(value: float) -> str:
+    """Two decimals; three below 0.1, so that a small ratio keeps a digit."""
+    return f"{value:.2f}" if abs(value) >= 0.1 else f"{value:.3f}"
+
+
+def _range(summary: Optional[dict]) -> str:
+    return "–" if summary is None else f"{_ratio(summary['min'])}–{_ratio(summary['max'])}"
+
+
+def _times(summary: Optional[dict]) -> str:
+    return "–" if summary is None else f"{_ratio(summary['median'])}×"
+
+
+def _markdown_table(header: List[str], rows: List[List[str]]) -> List[str]:
+    lines = ["| " + " | ".join(header) + " |",
+             "|" + "|".join("---" if i == 0 else "--:" for i in range(len(header))) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+# --- sweep -------------------------------------------------------------------
+
+
+def _sweep_config(bench: BenchFile) -> tuple:
+    kinds = sorted({(row.dtype, row.redop) for row in bench.rows if row.path != "memcpy"})
+    if len(kinds) > 1:
+        listed = ", ".join(f"{dtype} {redop}".strip() for dtype, redop in kinds)
+        raise UsageError(f"{bench.path}: mixes several type/redop ({listed}); "
+                         f"run herd-bench with one type and one op per file")
+    return kinds[0] if kinds else ("", "")
+
+
+def check_sweeps(files: Sequence[BenchFile]) -> None:
+    first = files[0]
+    first_config = _sweep_config(first)
+    for bench in files:
+        config = _sweep_config(bench)
+        if config != first_config:
+            raise UsageError(
+                f"{bench.path}: type/redop '{' '.join(config).strip()}' differs from "
+                f"'{' '.join(first_config).strip()}' in {first.path}; summarize one "
+                f"configuration at a time")
+        if (bench.ranks_note is not None and first.ranks_note is not None
+                and bench.ranks_note != first.ranks_note):
+            raise UsageError(f"{bench.path}: {bench.ranks_note} ranks, but {first.path} has "
+                             f"{first.ranks_note}; summarize one configuration at a time")
+        seen = set()
+        for row in bench.rows:
+            if (row.size, row.path) in seen:
+                raise UsageError(f"{bench.path}: two rows for {row.path} at "
+                                 f"{format_size(row.size)}; give one run per file")
+            seen.add((row.size, row.path))
+
+
+def sweep_wrong(files: Sequence[BenchFile]) -> List[str]:
+    return [f"{PROG}: warning: {bench.path}: {row.path} at {format_size(row.size)} had "
+            f"{row.wrong} wrong element(s)"
+            for bench in files for row in bench.rows if row.wrong]
+
+
+def summarize_sweep(files: Sequence[BenchFile], baseline: str, against: str) -> dict:
+    paths: List[str] = []
+    for bench in files:
+        for row in bench.rows:
+            if row.path not in paths:
+                paths.append(row.path)
+    for wanted, option in ((baseline, "--baseline"), (against, "--against")):
+        if wanted not in paths:
+            raise UsageError(f"no '{wanted}' rows in any file ({option}); the paths are "
+                             f"{', '.join(paths)}")
+    runs = [{(row.size, row.path): row for row in bench.rows} for bench in files]
+    sizes = sorted({row.size for bench in files for row in bench.rows})
+    rows = []
+    for size in sizes:
+        present = [run for run in runs if any(key[0] == size for key in run)]
+        by_path = {}
+        for path in paths:
+            found = [run[(size, path)] for run in runs if (size, path) in run]
+            if not found:
+                by_path[path] = None
+                continue
+            busbw = [row.busbw_gbps for row in found if row.busbw_gbps is not None]
+            by_path[path] = {
+                "runs": len(found),
+                "time_us": median([row.time_us for row in found]),
+                "algbw_gbps": median([row.algbw_gbps for row in found]),
+                "busbw_gbps": median(busbw) if busbw else None,
+            }
+        speedups, of_memcpy = [], []
+        for run in runs:
+            base, mine, memcpy = (run.get((size, baseline)), run.get((size, against)),
+                                  run.get((size, "memcpy")))
+            if base is not None and mine is not None and mine.time_us > 0:
+                speedups.append(base.time_us / mine.time_us)
+            if (mine is not None and memcpy is not None and mine.busbw_gbps is not None
+                    and memcpy.algbw_gbps > 0):
+                of_memcpy.append(mine.busbw_gbps / memcpy.algbw_gbps)
+        rows.append({"size": size, "runs": len(present), "paths": by_path,
+                     "speedup": ratio_summary(speedups),
+                     "busbw_over_memcpy": ratio_summary(of_memcpy)})
+    return {"kind": "sweep", "runs": len(files), "files": [bench.path for bench in files],
+            "type": _sweep_config(files[0])[0], "redop": _sweep_config(files[0])[1],
+            "baseline": baseline, "against": against, "paths": paths, "rows": rows}
+
+
+def write_median_csv(summary: dict, files: Sequence[BenchFile], out) -> None:
+    """The sweep's medians as one herd-bench CSV, for plot_busbw.py: type and
+    redop from the first run that has the row, count left empty; wrong is the
+    largest count of any run."""
+    firsts = {}
+    worst = {}
+    for bench in files:
+        for row in bench.rows:
+            firsts.setdefault((row.size, row.path), row)
+            if row.wrong is not None:
+                key = (row.size, row.path)
+                worst[key] = max(worst.get(key, 0), row.wrong)
+    out.write(HERD_BENCH_HEADER + "\n")
+    for entry in summary["rows"]:
+        for path in summary["paths"]:
+            medians = entry["paths"].get(path)
+            if medians is None:
+                continue
+            first = firsts[(entry["size"], path)]
+            busbw = "" if medians["busbw_gbps"] is None else f"{medians['busbw_gbps']:.3f}"
+            wrong = worst.get((entry["size"], path))
+            out.write(f"{entry['size']},,{first.dtype},{first.redop},{path},"
+                      f"{medians['time_us']:.2f},{medians['algbw_gbps']:.3f},{busbw},"
+                      f"{'' if wrong is None else wrong}\n")
+
+
+def format_sweep(summary: dict) -> List[str]:
+    baseline, against, paths = summary["baseline"], summary["against"], summary["paths"]
+    has_memcpy = "memcpy" in paths
+    header = ["size"]
+    for path in paths:
+        header += [f"{path} µs", f"{path} GB/s"]
+    header += [f"{against}/{baseline}", "min–max"]
+    if has_memcpy:
+        header.append(f"{against} busbw / memcpy")
+    table = []
+    for row in summary["rows"]:
+        size = format_size(row["size"])
+        if row["runs"] != summary["runs"]:
+            size += f" ({row['runs']} runs)"
+        cells = [size]
+        for path in paths:
+            stats = row["paths"][path]
+            if stats is None:
+                cells += ["–", "–"]
+                continue
+            bandwidth = stats["algbw_gbps"] if path == "memcpy" else stats["busbw_gbps"]
+            cells += [_fmt(stats["time_us"]), _fmt(bandwidth)]
+        cells += [_times(row["speedup"]), _range(row["speedup"])]
+        if has_memcpy:
+            ratio = row["busbw_over_memcpy"]
+            cells.append("–" if ratio is None else _ratio(ratio["median"]))
+        table.append(cells)
+    legend = (f"{against}/{baseline}: {baseline} time / {against} time in the same run "
+              f"(>1: {against} faster)")
+    if has_memcpy:
+        legend += (f"; memcpy GB/s: algbw of one memcpy of the buffer, the ceiling; "
+                   f"{against} busbw / memcpy: in the same run")
+    return [RUNS_LINE.format(summary["runs"]), ""] + _markdown_table(header, table) + [
+        "", legend + "."]
+
+
+# --- step --------------------------------------------------------------------
+
+
+def _is_baseline(path: str, baseline: str) -> bool:
+    return path == baseline or path.startswith(baseline + "-")
+
+
+def check_steps(files: Sequence[StepFile], baseline: str, against: str) -> None:
+    first = files[0]
+    first_config = (first.rows[0].model, first.rows[0].ranks, first.rows[0].backward_ms)
+
+    def describe(config):
+        return f"{config[0]}, {config[1]} ranks, backward {config[2]:g} ms"
+
+    for step in files:
+        seen = set()
+        for row in step.rows:
+            config = (row.model, row.ranks, row.backward_ms)
+            if config != first_config:
+                raise UsageError(f"{step.path}: {describe(config)} differs from "
+                                 f"{describe(first_config)} in {first.path}; summarize one "
+                                 f"configuration at a time")
+            if row.path in seen:
+                raise UsageError(f"{step.path}: two rows for {row.path}; give one run per file")
+            seen.add(row.path)
+        if against not in seen:
+            raise UsageError(f"{step.path}: no '{against}' row (--against); the paths are "
+                             f"{', '.join(sorted(seen))}")
+        if not any(_is_baseline(path, baseline) for path in seen):
+            raise UsageError(f"{step.path}: no '{baseline}' or '{baseline}-*' row (--baseline); "
+                             f"the paths are {', '.join(sorted(seen))}")
+
+
+def step_wrong(files: Sequence[StepFile]) -> List[str]:
+    return [f"{PROG}: warning: {step.path}: {row.path} at {format_size(row.bytes)} "
+            f"({row.model}) had {row.wrong} wrong element(s)"
+            for step in files for row in step.rows if row.wrong]
+
+
+def summarize_step(files: Sequence[StepFile], baseline: str, against: str) -> dict:
+    paths: List[str] = []
+    for step in files:
+        for row in step.rows:
+            if row.path not in paths:
+                paths.append(row.path)
+    runs = []
+    for step in files:
+        by_path = {row.path: row for row in step.rows}
+        best = min(row.median_ms for row in step.rows if _is_baseline(row.path, baseline))
+        runs.append((by_path, best))
+    rows = []
+    for path in paths:
+        found = [(by_path[path], best) for by_path, best in runs if path in by_path]
+        times = [row.median_ms for row, _ in found]
+        speedups = [best / row.median_ms for row, best in found if row.median_ms > 0]
+        rows.append({"path": path, "runs": len(found), "median_ms": median(times),
+                     "min_ms": min(times), "max_ms": max(times),
+                     "busbw_gbps": median([row.busbw_gbps for row, _ in found]),
+                     "speedup": ratio_summary(speedups)})
+    first = files[0].rows[0]
+    headline = next(row["speedup"] for row in rows if row["path"] == against)
+    return {"kind": "step", "runs": len(files), "files": [step.path for step in files],
+            "model": first.model, "ranks": first.ranks, "bytes": first.bytes,
+            "backward_ms": first.backward_ms, "baseline": baseline, "against": against,
+            "paths": paths, "rows": rows, "headline": headline}
+
+
+def format_step(summary: dict) -> List[str]:
+    header = ["path", "median ms", "min–max ms", "busbw GB/s", "speedup", "speedup min–max"]
+    table = []
+    for row in summary["rows"]:
+        path = row["path"]
+        if row["runs"] != summary["runs"]:
+            path += f" ({row['runs']} runs)"
+        table.append([path, _fmt(row["median_ms"]), f"{_fmt(row['min_ms'])}–{_fmt(row['max_ms'])}",
+                      _fmt(row["busbw_gbps"]), _times(row["speedup"]), _range(row["speedup"])])
+    baseline = "MPI" if summary["baseline"] == "mpi" else summary["baseline"]
+    headline = summary["headline"]
+    lines = [RUNS_LINE.format(summary["runs"]), ""] + _markdown_table(header, table) + [
+        "", f"speedup: best {summary['baseline']}-* median_ms / this path's median_ms, in the "
+            f"same run.", ""]
+    if headline is None:
+        lines.append(f"{summary['against']} speedup over the better {baseline} baseline: – "
+                     f"(no run with a nonzero time)")
+    else:
+        lines.append(f"{summary['against']} speedup over the better {baseline} baseline: "
+                     f"{_ratio(headline['median'])}× (median of {headline['runs']} runs, range "
+                     f"{_range(headline)})")
+    return lines
+
+
+# --- command line ------------------------------------------------------------
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="bench_median.py",
+        description="Summarize repeated herd-bench --csv runs (sweep or step) into medians, "
+                    "as Markdown.")
+    parser.add_argument("inputs", nargs="+", metavar="FILE.csv",
+                        help="herd-bench --csv output, one run per file, all of one kind")
+    parser.add_argument("--baseline", default="mpi",
+                        help="path to compare against (step: also BASELINE-* paths, the best "
+                             "of them per run); default mpi")
+    parser.add_argument("--against", default="herd",
+                        help="path whose speedup over the baseline is reported; default herd")
+    parser.add_argument("--title", help="a '### TITLE' heading above the table")
+    parser.add_argument("--json", metavar="OUT", help="also write the summary as JSON to OUT")
+    parser.add_argument("--median-csv", metavar="OUT",
+                        help="sweeps: also write the medians as one herd-bench CSV to OUT "
+                             "(for plot_busbw.py)")
+    args = parser.parse_args(argv)
+    try:
+        kinds = [(path, detect_kind(path)) for path in args.inputs]
+        first_path, kind = kinds[0]
+        for path, other in kinds[1:]:
+            if other != kind:
+                raise UsageError(f"{path}: a {other} CSV, but {first_path} is a {kind} CSV; "
+                                 f"summarize one kind at a time")
+        if kind == "sweep":
+            try:
+                files = [read_bench_csv(path) for path in args.inputs]
+            except BenchCsvError as error:
+                raise UsageError(str(error)) from None
+            check_sweeps(files)
+            summary = summarize_sweep(files, args.baseline, args.against)
+            warnings = sweep_wrong(files)
+            lines = format_sweep(summary)
+            if args.median_csv:
+                with open(args.median_csv, "w", encoding="utf-8") as handle:
+                    write_median_csv(summary, files, handle)
+        else:
+            steps = [read_step_csv(path) for path in args.inputs]
+            check_steps(steps, args.baseline, args.against)
+            summary = summarize_step(steps, args.baseline, args.against)
+            warnings = step_wrong(steps)
+            lines = format_step(summary)
+    except (UsageError, OSError) as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return 2
+    for warning in warnings:
+        print(warning, file=sys.stderr)
+    if args.title:
+        lines = [f"### {args.title}", ""] + lines
+    print("\n".join(lines))
+    summary["wrong"] = len(warnings)
+    if args.json:
+        try:
+            with open(args.json, "w", encoding="utf-8") as handle:
+                json.dump(summary, handle, indent=1, ensure_ascii=False)
+                handle.write("\n")
+        except OSError as error:
+            print(f"{PROG}: error: {error}", file=sys.stderr)
+            return 2
+    if warnings:
+        print(f"{PROG}: error: {len(warnings)} row(s) with wrong elements; the medians above "
+              f"include a wrong run", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

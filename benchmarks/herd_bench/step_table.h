@@ -1,0 +1,48 @@
+// The output of herd-bench's step benchmark: "#" notes that say what was run,
+// then one row per path with its step time, bandwidths and its ratio to the
+// better raw MPI baseline, as aligned text or CSV.
+//
+// Called by the benchmark's main thread on rank 0 only, once all paths have
+// run; no shared state.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "benchmarks/herd_bench/step_plan.h"
+
+namespace herd::bench {
+
+// What one run of the benchmark reduced, for the notes and the CSV columns.
+struct StepTableInfo {
+  std::string model;
+  int ranks = 1;
+  int tensors = 0;
+  int64_t elements = 0;  // over all gradients
+  int64_t bytes = 0;     // the same in bytes (float32)
+  double backward_ms = 0;
+  int iterations = 0;
+  int warmup = 0;
+  // HERD_FUSION_THRESHOLD as herd read it for the herd row; empty when unset
+  // (the runtime's default).
+  std::optional<std::string> fusion_threshold;
+};
+
+// One path's outcome, on rank 0.
+struct StepPathResult {
+  std::string path;
+  StepStats stats;            // of the slowest rank's step times
+  int64_t wrong = 0;          // over all ranks
+  bool mpi_baseline = false;  // a raw MPI path the others are compared with
+};
+
+// Prints the notes and the table to stdout (the notes to stderr with `csv`).
+// speedup = the best baseline's median / the row's median, and over_mpi =
+// the row's median - the best baseline's median, where the best baseline is
+// the baseline row with the smallest median.
+void print_step_table(const StepTableInfo& info, const std::vector<StepPathResult>& results,
+                      bool csv);
+
+}  // namespace herd::bench
