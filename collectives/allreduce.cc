@@ -21,10 +21,23 @@ using detail::byte_size;
 using detail::finish;
 using detail::Where;
 
+std::size_t small_allreduce_threshold(int ranks) {
+  constexpr std::size_t kKiB = 1024;
+  if (ranks <= 8) return 64 * kKiB;
+  if (ranks <= 32) return 256 * kKiB;
+  if (ranks <= 64) return 512 * kKiB;
+  if (ranks <= 256) return 1024 * kKiB;
+  if (ranks <= 512) return 2048 * kKiB;
+  return 4096 * kKiB;
+}
+
 AllreduceAlgorithm choose_allreduce_algorithm(std::size_t bytes, int ranks,
                                               const AllreduceOptions& options) {
-  const bool small =
-      options.small_message_threshold_bytes > 0 && bytes <= options.small_message_threshold_bytes;
+  const std::size_t threshold =
+      options.small_message_threshold_bytes < 0
+          ? small_allreduce_threshold(ranks)
+          : static_cast<std::size_t>(options.small_message_threshold_bytes);
+  const bool small = threshold > 0 && bytes <= threshold;
   return small && ranks > 1 ? AllreduceAlgorithm::kRecursiveDoubling : AllreduceAlgorithm::kRing;
 }
 

@@ -23,7 +23,7 @@
 //
 // Recursive doubling (latency-optimal, ceil(log2 p) steps, each exchanging
 // the whole buffer): chosen when the buffer is at most
-// small_message_threshold_bytes.
+// small_message_threshold_bytes, by default small_allreduce_threshold(p).
 #pragma once
 
 #include <cstddef>
@@ -39,13 +39,23 @@ namespace herd::collectives {
 // Segment size of the ring: big enough to amortize a message's overhead,
 // small enough that reducing one overlaps receiving the next.
 constexpr std::size_t kDefaultSegmentBytes = 1 << 20;
-// Below this size, ring's 2(p-1) latencies cost more than recursive
-// doubling's log2(p) full-buffer exchanges.
-constexpr std::size_t kDefaultSmallMessageThresholdBytes = 64 << 10;
+// small_message_threshold_bytes' value for "by the number of ranks".
+constexpr int64_t kSmallThresholdByRanks = -1;
+
+// The largest buffer recursive doubling runs on `ranks` ranks by default:
+// below it, the ring's 2(p-1) latencies cost more than recursive doubling's
+// log2(p) whole-buffer exchanges. The crossover grows about linearly with p,
+// so one size cannot suit every job; these steps follow the alpha-beta-gamma
+// model (docs/performance.md, "What this means for herd's thresholds"):
+// 64 KiB up to 8 ranks (fitted on this project's machine: 43-59 KiB at 2-4),
+// then steps between the model's crossovers on a 100 Gb/s network with one
+// and with eight ranks per node, up to 4 MiB from 513 ranks on.
+std::size_t small_allreduce_threshold(int ranks);
 
 struct AllreduceOptions {
   std::size_t segment_bytes = kDefaultSegmentBytes;
-  std::size_t small_message_threshold_bytes = kDefaultSmallMessageThresholdBytes;
+  // Bytes; kSmallThresholdByRanks: small_allreduce_threshold(p); 0: never.
+  int64_t small_message_threshold_bytes = kSmallThresholdByRanks;
 };
 
 enum class AllreduceAlgorithm {

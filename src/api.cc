@@ -5,6 +5,7 @@
 #include <shared_mutex>
 
 #include "herd/herd.h"
+#include "src/blocking_call.h"
 #include "src/config.h"
 #include "src/handle_state.h"
 #include "src/runtime.h"
@@ -27,6 +28,19 @@ bool g_was_shut_down = false;
 detail::Runtime& running(const char* call) {
   if (!g_runtime) throw_not_running(call);
   return *g_runtime;
+}
+
+// A blocking call: submits as one (blocking_call.h), so that the waiting
+// thread runs the cycle itself instead of handing it to the background
+// thread, then waits.
+template <typename Submit>
+void submit_and_wait(Submit&& submit) {
+  Handle handle;
+  {
+    detail::BlockingCallScope scope;
+    handle = submit();
+  }
+  wait(handle);
 }
 
 }  // namespace
@@ -82,8 +96,10 @@ Handle allreduce_async(const std::string& name, TensorView input, TensorView out
 
 void allreduce(const std::string& name, TensorView input, TensorView output, ReduceOp op,
                double prescale, double postscale, const ProcessSet& process_set) {
-  wait(allreduce_async(name, std::move(input), std::move(output), op, prescale, postscale,
-                       process_set));
+  submit_and_wait([&] {
+    return allreduce_async(name, std::move(input), std::move(output), op, prescale, postscale,
+                           process_set);
+  });
 }
 
 Handle allgather_async(const std::string& name, TensorView input, Tensor* output,
@@ -94,7 +110,7 @@ Handle allgather_async(const std::string& name, TensorView input, Tensor* output
 
 void allgather(const std::string& name, TensorView input, Tensor* output,
                const ProcessSet& process_set) {
-  wait(allgather_async(name, std::move(input), output, process_set));
+  submit_and_wait([&] { return allgather_async(name, std::move(input), output, process_set); });
 }
 
 Handle broadcast_async(const std::string& name, TensorView inout, int root,
@@ -104,7 +120,7 @@ Handle broadcast_async(const std::string& name, TensorView inout, int root,
 }
 
 void broadcast(const std::string& name, TensorView inout, int root, const ProcessSet& process_set) {
-  wait(broadcast_async(name, std::move(inout), root, process_set));
+  submit_and_wait([&] { return broadcast_async(name, std::move(inout), root, process_set); });
 }
 
 Handle alltoall_async(const std::string& name, TensorView input, std::vector<int64_t> splits,
@@ -118,8 +134,10 @@ Handle alltoall_async(const std::string& name, TensorView input, std::vector<int
 void alltoall(const std::string& name, TensorView input, std::vector<int64_t> splits,
               Tensor* output, std::vector<int64_t>* received_splits,
               const ProcessSet& process_set) {
-  wait(alltoall_async(name, std::move(input), std::move(splits), output, received_splits,
-                      process_set));
+  submit_and_wait([&] {
+    return alltoall_async(name, std::move(input), std::move(splits), output, received_splits,
+                          process_set);
+  });
 }
 
 Handle reducescatter_async(const std::string& name, TensorView input, Tensor* output, ReduceOp op,
@@ -131,7 +149,10 @@ Handle reducescatter_async(const std::string& name, TensorView input, Tensor* ou
 
 void reducescatter(const std::string& name, TensorView input, Tensor* output, ReduceOp op,
                    double prescale, double postscale, const ProcessSet& process_set) {
-  wait(reducescatter_async(name, std::move(input), output, op, prescale, postscale, process_set));
+  submit_and_wait([&] {
+    return reducescatter_async(name, std::move(input), output, op, prescale, postscale,
+                               process_set);
+  });
 }
 
 Handle grouped_allreduce_async(const std::vector<std::string>& names,
@@ -146,16 +167,16 @@ Handle grouped_allreduce_async(const std::vector<std::string>& names,
 void grouped_allreduce(const std::vector<std::string>& names, const std::vector<TensorView>& inputs,
                        const std::vector<TensorView>& outputs, ReduceOp op, double prescale,
                        double postscale, const ProcessSet& process_set) {
-  wait(grouped_allreduce_async(names, inputs, outputs, op, prescale, postscale, process_set));
+  submit_and_wait([&] {
+    return grouped_allreduce_async(names, inputs, outputs, op, prescale, postscale, process_set);
+  });
 }
 
 void barrier(const ProcessSet& process_set) {
-  Handle handle;
-  {
+  submit_and_wait([&] {
     std::shared_lock<std::shared_mutex> lock(g_runtime_mutex);
-    handle = running("barrier").barrier_async(process_set);
-  }
-  wait(handle);
+    return running("barrier").barrier_async(process_set);
+  });
 }
 
 int join() {

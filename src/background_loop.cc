@@ -18,7 +18,7 @@ namespace {
 collectives::AllreduceOptions allreduce_options(const Config& config) {
   collectives::AllreduceOptions options;
   options.segment_bytes = static_cast<std::size_t>(config.ring_segment_bytes);
-  options.small_message_threshold_bytes = static_cast<std::size_t>(config.small_allreduce_bytes);
+  options.small_message_threshold_bytes = config.small_allreduce_bytes;
   return options;
 }
 
@@ -46,23 +46,78 @@ void BackgroundLoop::request_shutdown() {
 }
 
 void BackgroundLoop::run() {
+  std::unique_lock<std::mutex> lock(cycle_mutex_);
+  while (!finished_) {
+    // Sleep only when this rank waits for nothing. While a tensor here waits
+    // for other ranks, go straight into the next agreement, which blocks in
+    // MPI until the slowest rank's loop joins it: a rank whose submission
+    // arrives late then finds the others already waiting, instead of waiting
+    // for them to wake from a sleep of up to a whole cycle. A joined rank does
+    // not sleep either: the others' allreduces wait for it. Right after a
+    // cycle that ran something, the next tensor tends to follow within
+    // microseconds (a loop of allreduces, a backward pass): poll for it
+    // briefly rather than sleep and pay a kernel wake-up.
+    if (idle_locked()) {
+      const auto spin = ran_something_ ? kSpinBeforeBlocking : std::chrono::microseconds{0};
+      lock.unlock();
+      queue_.wait_for_work(cycle_time_, spin);
+      lock.lock();
+      if (finished_) break;
+    }
+    run_cycle_locked();
+  }
+}
+
+bool BackgroundLoop::idle_locked() const {
+  return !join_requested_.load() && cached_pending_.empty() && negotiating_.empty() &&
+         uncached_.empty();
+}
+
+void BackgroundLoop::run_cycle_locked() {
   std::string reason;
   try {
     bool stop = false;
-    while (!stop) {
-      Status status = run_cycle(&stop);
-      if (!status.is_ok()) {
-        reason = "herd stopped after an error: " + status.message();
-        HERD_LOG(kError, "{}", reason);
-        break;
-      }
+    const Status status = run_cycle(&stop);
+    if (status.is_ok() && !stop) {
+      work_left_.store(!idle_locked());
+      return;
     }
-    if (stop) reason = stop_reason_;
+    if (stop) {
+      reason = stop_reason_;
+    } else {
+      reason = "herd stopped after an error: " + status.message();
+      HERD_LOG(kError, "{}", reason);
+    }
   } catch (const std::exception& error) {
     reason = std::string("herd stopped after an internal error: ") + error.what();
     HERD_LOG(kError, "{}", reason);
   }
   fail_everything(reason, nullptr);
+  finished_ = true;
+  work_left_.store(false);
+  // A background thread asleep between cycles must see that the loop is over.
+  queue_.wake();
+}
+
+void BackgroundLoop::drive_until_done(const HandleState& handle) {
+  // How long a waiter lets another thread's cycle run before it tries to
+  // take over: long enough not to spin on the lock, short enough that a
+  // cycle ending without this handle costs it little.
+  constexpr std::chrono::microseconds kRetry{200};
+  while (!handle.done()) {
+    std::unique_lock<std::mutex> lock(cycle_mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) {
+      handle.wait_for(kRetry);
+      continue;
+    }
+    if (finished_) return;
+    run_cycle_locked();
+  }
+  // Other threads' operations may still be pending, and the background
+  // thread asleep (a cycle here drained what woke it): let it carry on. If
+  // another thread holds the lock, it runs the cycles and checks the same.
+  std::unique_lock<std::mutex> lock(cycle_mutex_, std::try_to_lock);
+  if (lock.owns_lock() && !finished_ && work_left_.load()) queue_.wake();
 }
 
 Status BackgroundLoop::run_cycle(bool* stop) {
@@ -70,19 +125,6 @@ Status BackgroundLoop::run_cycle(bool* stop) {
   // answer, whatever the application thread does meanwhile.
   const bool joined = join_requested_.load();
   joined_this_cycle_ = joined;
-  // Sleep only when this rank waits for nothing. While a tensor here waits for
-  // other ranks, go straight into the next agreement, which blocks in MPI
-  // until the slowest rank's loop joins it: a rank whose submission arrives
-  // late then finds the others already waiting, instead of waiting for them
-  // to wake from a sleep of up to a whole cycle. A joined rank does not sleep
-  // either: the others' allreduces wait for it.
-  // Right after a cycle that ran something, the next tensor tends to follow
-  // within microseconds (a loop of allreduces, a backward pass): poll for it
-  // briefly rather than sleep and pay a kernel wake-up.
-  if (!joined && cached_pending_.empty() && negotiating_.empty() && uncached_.empty()) {
-    queue_.wait_for_work(cycle_time_,
-                         ran_something_ ? kSpinBeforeBlocking : std::chrono::microseconds{0});
-  }
   for (TensorEntry& entry : queue_.drain()) classify(std::move(entry));
 
   CycleBits bits;
@@ -173,6 +215,7 @@ void BackgroundLoop::report_stalls() {
 
 std::shared_ptr<HandleState> BackgroundLoop::join(int* last_rank) {
   auto handle = std::make_shared<HandleState>("join");
+  handle->set_driver(weak_from_this());
   {
     std::lock_guard<std::mutex> lock(join_mutex_);
     if (join_handle_) {

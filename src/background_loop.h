@@ -14,6 +14,11 @@
 // It ends when any rank asks to shut down, or on a fatal error; either way
 // every operation still pending fails with the reason and the queue is closed.
 // Nothing thrown inside escapes the thread: it becomes that fatal error.
+//
+// Cycles run on the background thread, or on an application thread waiting
+// for one of the loop's operations (drive_until_done, cycle_driver.h); the
+// cycle lock makes sure one runs at a time. Only the background thread
+// sleeps between cycles.
 #pragma once
 
 #include <atomic>
@@ -32,13 +37,15 @@
 #include "src/config.h"
 #include "src/control_channel.h"
 #include "src/coordinator.h"
+#include "src/cycle_driver.h"
 #include "src/fusion_executor.h"
 #include "src/response_cache.h"
 #include "src/tensor_queue.h"
 
 namespace herd::detail {
 
-class BackgroundLoop {
+class BackgroundLoop final : public CycleDriver,
+                             public std::enable_shared_from_this<BackgroundLoop> {
  public:
   // `global_ranks` names the members of this loop's process set by their
   // global ranks (for messages); `stop_reason` is what pending operations
@@ -50,6 +57,9 @@ class BackgroundLoop {
   // The thread body. Returns once the loop has stopped and failed everything
   // still pending.
   void run();
+
+  // CycleDriver: runs cycles on the waiting thread; see cycle_driver.h.
+  void drive_until_done(const HandleState& handle) override;
 
   // Asks every rank's loop to stop at the next cycle. Any thread.
   void request_shutdown();
@@ -67,6 +77,12 @@ class BackgroundLoop {
     TensorEntry entry;
   };
 
+  // With cycle_mutex_ held: one cycle; if it stops the loop (a shutdown, an
+  // error), fails everything pending and sets finished_.
+  void run_cycle_locked();
+  // With cycle_mutex_ held: nothing here waits for a cycle, so the background
+  // thread may sleep.
+  bool idle_locked() const;
   [[nodiscard]] Status run_cycle(bool* stop);
   void classify(TensorEntry entry);
   void requeue_stale_cached_entries();
@@ -94,6 +110,14 @@ class BackgroundLoop {
   FusionExecutor executor_;
   CollectiveExecutor collective_executor_;
   std::atomic<bool> shutdown_requested_{false};
+
+  // Held by whichever thread runs a cycle; guards everything below, which
+  // only cycles touch.
+  std::mutex cycle_mutex_;
+  bool finished_ = false;  // the loop has stopped; no more cycles run
+  // !idle_locked() after the last cycle, for a driver that leaves without
+  // the lock (it then wakes the background thread).
+  std::atomic<bool> work_left_{false};
 
   ResponseCache cache_;
   std::optional<Coordinator> coordinator_;  // rank 0 only

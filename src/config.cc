@@ -122,8 +122,10 @@ const std::array<Setting, 9> kSettings = {{
      }},
     {"HERD_CYCLE_TIME", "100",
      "Longest an idle background thread sleeps between two agreement rounds, in "
-     "milliseconds (a decimal such as 0.5 is allowed). A submitted tensor wakes "
-     "it at once; this bounds how soon an idle rank sees another rank's shutdown.",
+     "milliseconds (a decimal such as 0.5 is allowed). A submitted tensor is taken "
+     "up at once (by the thread waiting for it, or by the background thread, which "
+     "an asynchronous submission wakes); this bounds how soon an idle rank sees "
+     "another rank's shutdown.",
      [](const char* variable, std::string_view text, Config* config) {
        auto value = parse_non_negative_decimal(text);
        if (!value) return bad_value(variable, text, "a non-negative number of milliseconds");
@@ -164,12 +166,17 @@ const std::array<Setting, 9> kSettings = {{
        config->ring_segment_bytes = *value;
        return Status::ok();
      }},
-    {"HERD_SMALL_ALLREDUCE_BYTES", "65536",
+    {"HERD_SMALL_ALLREDUCE_BYTES", "auto",
      "Buffers of at most this many bytes use recursive doubling instead of the "
-     "ring; 0 always uses the ring.",
+     "ring; 0 always uses the ring; auto: 64 KiB up to 8 ranks, growing with "
+     "the number of ranks to 4 MiB from 513 on (docs/performance.md).",
      [](const char* variable, std::string_view text, Config* config) {
+       if (text == "auto") {
+         config->small_allreduce_bytes = -1;
+         return Status::ok();
+       }
        auto value = parse_integer(text, 0, kMaxInt64);
-       if (!value) return bad_value(variable, text, "a non-negative integer (bytes)");
+       if (!value) return bad_value(variable, text, "auto or a non-negative integer (bytes)");
        config->small_allreduce_bytes = *value;
        return Status::ok();
      }},

@@ -37,7 +37,8 @@ struct Config {
   int64_t ring_segment_bytes = 1 << 20;
   // HERD_SMALL_ALLREDUCE_BYTES: buffers up to this size use recursive
   // doubling instead of the ring; 0 always uses the ring.
-  int64_t small_allreduce_bytes = 64 << 10;
+  // -1 (the variable's "auto"): collectives::small_allreduce_threshold(p).
+  int64_t small_allreduce_bytes = -1;
   // HERD_STALL_CHECK_TIME: seconds a tensor may wait for other ranks before
   // herd logs a warning naming it and the ranks it waits for; 0 disables.
   double stall_check_seconds = 60.0;

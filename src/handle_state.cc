@@ -1,5 +1,7 @@
 #include "src/handle_state.h"
 
+#include <algorithm>
+
 #include "src/spin_wait.h"
 
 namespace herd::detail {
@@ -21,11 +23,21 @@ bool HandleState::done() const {
 }
 
 Status HandleState::wait() const {
+  if (const std::shared_ptr<CycleDriver> driver = driver_.lock()) driver->drive_until_done(*this);
   spin_until([this] { return done_published_.load(std::memory_order_acquire); },
              kSpinBeforeBlocking);
   std::unique_lock<std::mutex> lock(mutex_);
   done_cv_.wait(lock, [this] { return done_; });
   return status_;
+}
+
+bool HandleState::wait_for(std::chrono::microseconds timeout) const {
+  if (spin_until([this] { return done_published_.load(std::memory_order_acquire); },
+                 std::min(timeout, kSpinBeforeBlocking))) {
+    return true;
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  return done_cv_.wait_for(lock, timeout, [this] { return done_; });
 }
 
 }  // namespace herd::detail

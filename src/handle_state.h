@@ -1,16 +1,20 @@
 // HandleState: the completion state behind a herd::Handle.
 //
 // Created by the API thread that submits an operation, completed exactly once
-// by the background thread (or by shutdown), waited on by any number of
-// application threads. Thread-safe.
+// by whichever thread runs the cycle that finishes it (the background thread
+// or a waiter driving the loop: cycle_driver.h) or by shutdown, waited on by
+// any number of application threads. Thread-safe.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <string>
 
 #include "common/status.h"
+#include "src/cycle_driver.h"
 
 namespace herd::detail {
 
@@ -21,17 +25,26 @@ class HandleState {
 
   const std::string& description() const { return description_; }
 
+  // The loop whose cycles complete this operation: wait() runs them on the
+  // waiting thread while it lives. Set by the submitting thread before the
+  // handle is shared with any other.
+  void set_driver(std::weak_ptr<CycleDriver> driver) { driver_ = std::move(driver); }
+
   // Records the outcome and wakes every waiter. A second completion is
   // ignored: the first outcome stands.
   void complete(Status status);
 
   bool done() const;
-  // Blocks until complete (polling briefly first: spin_wait.h); returns the
-  // outcome.
+  // Blocks until complete, running the driver's cycles meanwhile if it has
+  // one, polling briefly before it blocks (spin_wait.h); returns the outcome.
   Status wait() const;
+  // Blocks until complete or `timeout` has passed (without driving); true if
+  // complete.
+  bool wait_for(std::chrono::microseconds timeout) const;
 
  private:
   const std::string description_;
+  std::weak_ptr<CycleDriver> driver_;
   mutable std::mutex mutex_;
   mutable std::condition_variable done_cv_;
   bool done_ = false;

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include "herd/error.h"
+#include "src/blocking_call.h"
+#include "src/handle_state.h"
 
 namespace herd::detail {
 namespace {
@@ -36,18 +38,21 @@ ProcessSetState::ProcessSetState(int id, std::vector<int> ranks, MPI_Comm comm,
                      "completed",
                      id_);
   loop_ =
-      std::make_unique<BackgroundLoop>(config, queue_, *control_, *transport_, ranks_, stop_reason);
+      std::make_shared<BackgroundLoop>(config, queue_, *control_, *transport_, ranks_, stop_reason);
   thread_ = std::thread([loop = loop_.get()] { loop->run(); });
 }
 
 ProcessSetState::~ProcessSetState() { stop(); }
 
 Handle ProcessSetState::submit(TensorEntry entry) {
+  entry.handle->set_driver(loop_);
   Handle handle(entry.handle);
-  const Status queued = queue_.push(std::move(entry));
+  const Status queued = queue_.push(std::move(entry), !BlockingCallScope::active());
   if (!queued.is_ok()) throw Error(queued.message());
   return handle;
 }
+
+Handle ProcessSetState::join(int* last_rank) { return Handle(loop_->join(last_rank)); }
 
 void ProcessSetState::stop() {
   if (stopped_) return;

@@ -41,12 +41,14 @@ class ProcessSetState {
   int set_rank() const { return set_rank_; }
   int set_size() const { return static_cast<int>(ranks_.size()); }
 
-  // Queues the entry (its request already carries set_rank()); throws
-  // herd::Error if the name is pending here or the set has stopped.
+  // Queues the entry (its request already carries set_rank()) and lets its
+  // waiters drive the set's loop; wakes the background thread unless inside
+  // a BlockingCallScope. Throws herd::Error if the name is pending here or the
+  // set has stopped.
   Handle submit(TensorEntry entry);
 
   // herd::join on this set; see BackgroundLoop::join.
-  Handle join(int* last_rank) { return Handle(loop_->join(last_rank)); }
+  Handle join(int* last_rank);
 
   // Stops the set's loop on every member (each member must call it), fails
   // what is pending, joins the thread and frees the communicators.
@@ -61,7 +63,9 @@ class ProcessSetState {
   std::unique_ptr<collectives::MpiTransport> transport_;
   std::unique_ptr<ControlChannel> control_;
   TensorQueue queue_;
-  std::unique_ptr<BackgroundLoop> loop_;
+  // Shared with the handles it completes, which may drive it (cycle_driver.h)
+  // and may outlive the set.
+  std::shared_ptr<BackgroundLoop> loop_;
   std::thread thread_;
   bool stopped_ = false;
 };

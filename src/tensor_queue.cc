@@ -6,7 +6,7 @@
 
 namespace herd::detail {
 
-Status TensorQueue::push(TensorEntry entry) {
+Status TensorQueue::push(TensorEntry entry, bool wake_waiter) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (closed_)
@@ -18,9 +18,9 @@ Status TensorQueue::push(TensorEntry entry) {
           entry.handle->description(), rank_label_));
     }
     entries_.push_back(std::move(entry));
-    has_work_.store(true, std::memory_order_release);
+    if (wake_waiter) has_work_.store(true, std::memory_order_release);
   }
-  work_cv_.notify_one();
+  if (wake_waiter) work_cv_.notify_one();
   return Status::ok();
 }
 

@@ -51,7 +51,9 @@ class TensorQueue {
   explicit TensorQueue(int rank_label = 0) : rank_label_(rank_label) {}
 
   // Fails when the name is already pending on this rank, or the queue is closed.
-  [[nodiscard]] Status push(TensorEntry entry);
+  // `wake_waiter` false leaves a thread asleep in wait_for_work asleep (the
+  // submitter drives the cycle itself: blocking_call.h).
+  [[nodiscard]] Status push(TensorEntry entry, bool wake_waiter = true);
 
   // Everything pushed since the last drain, in push order.
   std::vector<TensorEntry> drain();

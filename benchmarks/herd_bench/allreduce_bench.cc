@@ -37,10 +37,11 @@ namespace {
 double allreduce_bus_factor(int ranks) { return 2.0 * (ranks - 1) / ranks; }
 
 // The notes above the table that only allreduce has.
-std::vector<std::string> allreduce_notes(const AllreduceBenchOptions& options) {
-  std::vector<std::string> notes{"herd runs recursive doubling up to " +
-                                 format_bytes(collectives::kDefaultSmallMessageThresholdBytes) +
-                                 " and the ring above; the ring row is always the ring"};
+std::vector<std::string> allreduce_notes(const AllreduceBenchOptions& options, int ranks) {
+  std::vector<std::string> notes{
+      "herd runs recursive doubling up to HERD_SMALL_ALLREDUCE_BYTES (by default " +
+      format_bytes(collectives::small_allreduce_threshold(ranks)) + " at " + std::to_string(ranks) +
+      " ranks) and the ring above; the ring row is always the ring"};
   if (options.op == ReduceOp::kAverage) {
     notes.push_back("avg: ring and mpi sum, then divide by p on the host (timed), as herd does");
   }
@@ -69,7 +70,7 @@ int64_t run_allreduce_bench(const AllreduceBenchOptions& options, MPI_Comm comm)
   const MPI_Datatype type = mpi_type(options.dtype);
 
   print_preamble(sweep, "allreduce", to_string(options.op), "algbw * 2(p-1)/p",
-                 allreduce_notes(options));
+                 allreduce_notes(options, ranks));
   return for_each_size(sweep, [&](int64_t size) {
     // At least one element; a size that is not a multiple of the element is rounded down.
     const int64_t count = std::max<int64_t>(1, size / static_cast<int64_t>(element_bytes));

@@ -17,13 +17,17 @@
 //
 // Progress: wait() never blocks inside MPI. It polls: every stream's oldest
 // in-flight piece with MPI_Test, refilling the streams, and then its own
-// oldest piece, yielding the CPU when nothing moved. So while any transfer is
-// waited on, every queued send keeps being posted.
+// oldest piece. So while any transfer is waited on, every queued send keeps
+// being posted. Once nothing has moved for kPollBeforeYield it yields the CPU
+// between polls, so that with more ranks than cores the peer it waits for can
+// run; not before, because a yield is a system call that costs about as much
+// as a whole small message between two ranks on one machine.
 //
 // Every MPI return code is checked and turned into a Status naming the call.
 #include "collectives/mpi/mpi_transport.h"
 
 #include <algorithm>
+#include <chrono>
 #include <deque>
 #include <map>
 #include <string>
@@ -261,14 +265,20 @@ class MpiSendQueues {
 
 // Polls until every piece is done (see Progress at the top of the file).
 Status MpiTransfer::wait() {
+  constexpr std::chrono::microseconds kPollBeforeYield{20};
   if (waited_) return status_;
   waited_ = true;
+  auto last_moved = std::chrono::steady_clock::now();
   while (!finished()) {
     bool moved = send_queues_.progress();
     if (direction_ == Direction::kReceive) {
       while (has_piece_in_flight() && complete_next_piece()) moved = true;
     }
-    if (!moved && !finished()) std::this_thread::yield();
+    if (moved) {
+      last_moved = std::chrono::steady_clock::now();
+    } else if (!finished() && std::chrono::steady_clock::now() - last_moved > kPollBeforeYield) {
+      std::this_thread::yield();
+    }
   }
   send_queues_.remove(this);
   return status_;

@@ -471,3 +471,36 @@ def test_median_csv_feeds_the_plot(tmp_path, capsys):
     rows = plot_busbw.read_bench_csv(median_csv).rows
     assert {(row.size, row.path) for row in rows} == {
         (size, path) for size in (4096, 1048576) for path in ("herd", "mpi", "memcpy")}
+
+
+def test_median_csv_feeds_the_fit(tmp_path, capsys):
+    # run_report.sh's allreduce_np{2,4}_median.csv: count left empty, no "# N ranks" note.
+    # Three identical runs per rank count of exact model rows (alpha 4 us, beta 5e-10 s/B,
+    # gamma 1e-10 s/B, herd overhead 10 us): the medians are the rows, and the fit on the
+    # median files, unlabelled (the rank count from the file name), gives the values back.
+    truth = Params(4e-6, 5e-10, 1e-10)
+    medians = []
+    for p in (2, 4):
+        lines = [HEADER]
+        for n in SIZES:
+            ring = cost_model.ring_terms(n, p, cost_model.MIB).time(truth) * 1e6
+            herd = (cost_model.recursive_doubling_terms(n, p).time(truth) + 10e-6) * 1e6
+            for path, us in (("herd", herd), ("ring", ring), ("mpi", ring)):
+                algbw = n / us / 1e3
+                lines.append(f"{n},{n // 4},float32,sum,{path},{us:.2f},{algbw:.3f},"
+                             f"{algbw * 2 * (p - 1) / p:.3f},0")
+            lines.append(f"{n},{n // 4},float32,,memcpy,1.00,{n / 1e3:.3f},,")
+        text = "\n".join(lines) + "\n"
+        runs = [write(tmp_path, f"allreduce_np{p}_run{i}.csv", text) for i in (1, 2, 3)]
+        median_csv = str(tmp_path / f"allreduce_np{p}_median.csv")
+        assert bench_median.main([*runs, "--median-csv", median_csv]) == 0
+        with open(median_csv, encoding="utf-8") as handle:
+            assert "4096,,float32,sum,ring," in handle.read()
+        medians.append(median_csv)
+    capsys.readouterr()
+    assert cost_model.main(["fit", *medians, "--reduce-gbps", "10"]) == 0
+    out = capsys.readouterr().out
+    assert "### Fit to herd-bench rows at p = 2, 4" in out
+    assert "| α (per message) | 4 µs |" in out
+    assert "5e-10 s/B = 2 GB/s" in out
+    assert "| herd runtime overhead per call | 10 µs |" in out

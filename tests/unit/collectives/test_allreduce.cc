@@ -168,10 +168,23 @@ TEST_CASE("choose_allreduce_algorithm picks recursive doubling up to the thresho
   CHECK(choose_allreduce_algorithm(0, 4, options) == AllreduceAlgorithm::kRing);
   CHECK(choose_allreduce_algorithm(1, 4, options) == AllreduceAlgorithm::kRing);
   const AllreduceOptions defaults;
-  CHECK(choose_allreduce_algorithm(kDefaultSmallMessageThresholdBytes, 8, defaults) ==
+  CHECK(choose_allreduce_algorithm(64 << 10, 8, defaults) ==
         AllreduceAlgorithm::kRecursiveDoubling);
-  CHECK(choose_allreduce_algorithm(kDefaultSmallMessageThresholdBytes + 1, 8, defaults) ==
-        AllreduceAlgorithm::kRing);
+  CHECK(choose_allreduce_algorithm((64 << 10) + 1, 8, defaults) == AllreduceAlgorithm::kRing);
+  CHECK(choose_allreduce_algorithm((64 << 10) + 1, 9, defaults) ==
+        AllreduceAlgorithm::kRecursiveDoubling);
+}
+
+TEST_CASE("the default recursive doubling threshold grows with the rank count", "[allreduce]") {
+  // The steps of docs/performance.md's table, at both ends of each.
+  const std::vector<std::pair<int, std::size_t>> expected = {
+      {2, 64 << 10},   {8, 64 << 10},   {9, 256 << 10},   {32, 256 << 10}, {33, 512 << 10},
+      {64, 512 << 10}, {65, 1 << 20},   {256, 1 << 20},   {257, 2 << 20},  {512, 2 << 20},
+      {513, 4 << 20},  {1024, 4 << 20}, {100000, 4 << 20}};
+  for (const auto& [ranks, bytes] : expected) {
+    INFO(ranks << " ranks");
+    CHECK(small_allreduce_threshold(ranks) == bytes);
+  }
 }
 
 // Sends of each rank when allreduce() runs on p ranks with `options`.

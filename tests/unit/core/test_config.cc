@@ -72,7 +72,7 @@ TEST_CASE("config: an empty environment keeps every default", "[config]") {
   CHECK(config.cache_capacity == 1024);
   CHECK(config.log_level == LogLevel::kWarning);
   CHECK(config.ring_segment_bytes == 1048576);
-  CHECK(config.small_allreduce_bytes == 65536);
+  CHECK(config.small_allreduce_bytes == -1);
   CHECK(config.stall_check_seconds == 60.0);
   CHECK(differing_fields(config, Config{}).empty());
 }
@@ -167,8 +167,10 @@ TEST_CASE("config: HERD_SMALL_ALLREDUCE_BYTES", "[config]") {
   CHECK(config.small_allreduce_bytes == 0);
   REQUIRE(read({{"HERD_SMALL_ALLREDUCE_BYTES", "1024"}}, &config).is_ok());
   CHECK(config.small_allreduce_bytes == 1024);
-  for (const char* bad : {"-1", "small", ""}) {
-    check_rejected("HERD_SMALL_ALLREDUCE_BYTES", bad, "a non-negative integer (bytes)");
+  REQUIRE(read({{"HERD_SMALL_ALLREDUCE_BYTES", "auto"}}, &config).is_ok());
+  CHECK(config.small_allreduce_bytes == -1);
+  for (const char* bad : {"-1", "small", "", "AUTO", " auto"}) {
+    check_rejected("HERD_SMALL_ALLREDUCE_BYTES", bad, "auto or a non-negative integer (bytes)");
   }
 }
 
