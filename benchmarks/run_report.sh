@@ -6,6 +6,8 @@
 # RUNS (default 5) repetitions, in turn, of:
 #   - herd-bench allreduce 4 KiB .. 256 MiB (x4) at 2 and at 4 ranks;
 #   - herd-bench step --model resnet50 at 2 and at 4 ranks;
+#   - herd-bench step --model resnet50 --backward-ms 40 at 2 ranks (the
+#     gradients arrive spread over 40 ms of backward compute);
 #   - herd-bench step --model bert-base at 2 ranks;
 # each run's CSV in OUT_DIR (stderr, with the notes, beside it in .log), then
 # OUT_DIR/report.md: bench_median.py's tables (medians, and the same-run
@@ -49,6 +51,7 @@ for ((i = 1; i <= runs; ++i)); do
     run "allreduce_np${ranks}_run$i" "$ranks" allreduce -b 4K -e 256M -f 4 -n 20 -w 5
     run "step_resnet50_np${ranks}_run$i" "$ranks" step --model resnet50 -n 10 -w 3
   done
+  run "step_resnet50_bw40_np2_run$i" 2 step --model resnet50 --backward-ms 40 -n 10 -w 3
   run "step_bert-base_np2_run$i" 2 step --model bert-base -n 5 -w 2
 done
 
@@ -65,6 +68,10 @@ status=0
       "$out"/step_resnet50_np"${ranks}"_run*.csv || status=1
     echo
   done
+  "$python" benchmarks/bench_median.py \
+    --title "ResNet-50 step with 40 ms of backward compute, 2 ranks" \
+    "$out"/step_resnet50_bw40_np2_run*.csv || status=1
+  echo
   "$python" benchmarks/bench_median.py --title "BERT-base step, 2 ranks" \
     "$out"/step_bert-base_np2_run*.csv || status=1
 } >"$out/report.md"

@@ -100,10 +100,13 @@ void BackgroundLoop::run_cycle_locked() {
 }
 
 void BackgroundLoop::drive_until_done(const HandleState& handle) {
-  // How long a waiter lets another thread's cycle run before it tries to
-  // take over: long enough not to spin on the lock, short enough that a
-  // cycle ending without this handle costs it little.
-  constexpr std::chrono::microseconds kRetry{200};
+  // While another thread runs cycles, a waiter sleeps: whoever holds the lock
+  // keeps cycling as long as this handle's entry is pending (a pending entry
+  // never lets the background thread sleep), so the waiter needs to look
+  // again only now and then, in case that thread was another waiter that has
+  // left. Polling or waking often here would take the core from the thread
+  // doing the work, which on a rank with one core is the same core.
+  constexpr std::chrono::microseconds kRetry{1000};
   while (!handle.done()) {
     std::unique_lock<std::mutex> lock(cycle_mutex_, std::try_to_lock);
     if (!lock.owns_lock()) {

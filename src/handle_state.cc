@@ -1,7 +1,5 @@
 #include "src/handle_state.h"
 
-#include <algorithm>
-
 #include "src/spin_wait.h"
 
 namespace herd::detail {
@@ -32,10 +30,6 @@ Status HandleState::wait() const {
 }
 
 bool HandleState::wait_for(std::chrono::microseconds timeout) const {
-  if (spin_until([this] { return done_published_.load(std::memory_order_acquire); },
-                 std::min(timeout, kSpinBeforeBlocking))) {
-    return true;
-  }
   std::unique_lock<std::mutex> lock(mutex_);
   return done_cv_.wait_for(lock, timeout, [this] { return done_; });
 }

@@ -38,8 +38,8 @@ class HandleState {
   // Blocks until complete, running the driver's cycles meanwhile if it has
   // one, polling briefly before it blocks (spin_wait.h); returns the outcome.
   Status wait() const;
-  // Blocks until complete or `timeout` has passed (without driving); true if
-  // complete.
+  // Blocks until complete or `timeout` has passed, without driving and
+  // without polling first; true if complete.
   bool wait_for(std::chrono::microseconds timeout) const;
 
  private:
