@@ -3,7 +3,7 @@
 
 Usage:
   bench_median.py [--baseline mpi] [--against herd] [--title TEXT] [--json OUT]
-                  FILE.csv ...
+                  [--median-csv OUT] FILE.csv ...
 
 Each FILE is the stdout of one run of `herd-bench ... --csv`, of one of two kinds
 (told apart by the header line):
@@ -38,20 +38,20 @@ mean of the two middle values.
 A run with wrong elements (nonzero `wrong`) gets a warning on stderr naming
 file, size, path and count, and the exit status is 1 (after the table), so a
 wrong run is never summarized silently. --json OUT also writes the summary
-(kind, runs, rows) as JSON. Standard library only; run it with /usr/bin/python3.
+(kind, runs, rows) as JSON; --median-csv OUT (sweeps) writes the medians as one
+herd-bench CSV, which plot_busbw.py draws. Standard library only; run it with /usr/bin/python3.
 """
 
 import argparse
 import csv
 import json
-import os
 import statistics
 import sys
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
 
-from plot_busbw import (HERD_BENCH_HEADER, BenchCsvError, BenchFile, format_size,  # noqa: E402
-                        read_bench_csv)
+from plot_busbw import (HERD_BENCH_HEADER, BenchCsvError, BenchFile, csv_records,  # noqa: E402
+                        format_size, read_bench_csv, read_lines)
 
 PROG = "bench_median"
 RUNS_LINE = "{} runs; medians; ratios are per-run (same run) then median"
@@ -88,14 +88,7 @@ class StepFile:
 
 def _data_lines(path: str) -> List[tuple]:
     """(line number, text) of the lines that are neither blank nor '#' notes."""
-    if not os.path.exists(path):
-        raise UsageError(f"{path}: no such file")
-    if os.path.isdir(path):
-        raise UsageError(f"{path}: is a directory, not a CSV file")
-    with open(path, newline="", encoding="utf-8") as handle:
-        lines = handle.read().splitlines()
-    return [(number, line) for number, line in enumerate(lines, start=1)
-            if line.strip() and not line.lstrip().startswith("#")]
+    return read_lines(path, UsageError)[0]
 
 
 def detect_kind(path: str) -> str:
@@ -123,23 +116,8 @@ def _number(text: str, kind, where: str, column: str):
 
 def read_step_csv(path: str) -> StepFile:
     lines = _data_lines(path)
-    header_number, header_line = lines[0]
-    header = [name.strip() for name in next(csv.reader([header_line]))]
-    missing = [name for name in STEP_REQUIRED if name not in header]
-    if missing:
-        raise UsageError(f"{path}:{header_number}: missing column(s) {', '.join(missing)} "
-                         f"(herd-bench step --csv writes '{STEP_HEADER}')")
-    index = {name: header.index(name) for name in header}
     rows = []
-    for number, line in lines[1:]:
-        fields = next(csv.reader([line]))
-        where = f"{path}:{number}"
-        if len(fields) != len(header):
-            raise UsageError(f"{where}: {len(fields)} fields, the header has {len(header)}")
-
-        def field(name: str) -> str:
-            return fields[index[name]]
-
+    for where, field in csv_records(path, lines, STEP_REQUIRED, STEP_HEADER, UsageError):
         rows.append(StepRow(
             model=field("model").strip(),
             ranks=_number(field("ranks"), int, where, "ranks"),
@@ -244,12 +222,18 @@ def sweep_wrong(files: Sequence[BenchFile]) -> List[str]:
             for bench in files for row in bench.rows if row.wrong]
 
 
-def summarize_sweep(files: Sequence[BenchFile], baseline: str, against: str) -> dict:
+def paths_in_order(files) -> List[str]:
+    """Every path of the files' rows, in the order of first appearance."""
     paths: List[str] = []
-    for bench in files:
-        for row in bench.rows:
+    for run in files:
+        for row in run.rows:
             if row.path not in paths:
                 paths.append(row.path)
+    return paths
+
+
+def summarize_sweep(files: Sequence[BenchFile], baseline: str, against: str) -> dict:
+    paths = paths_in_order(files)
     for wanted, option in ((baseline, "--baseline"), (against, "--against")):
         if wanted not in paths:
             raise UsageError(f"no '{wanted}' rows in any file ({option}); the paths are "
@@ -391,11 +375,7 @@ def step_wrong(files: Sequence[StepFile]) -> List[str]:
 
 
 def summarize_step(files: Sequence[StepFile], baseline: str, against: str) -> dict:
-    paths: List[str] = []
-    for step in files:
-        for row in step.rows:
-            if row.path not in paths:
-                paths.append(row.path)
+    paths = paths_in_order(files)
     runs = []
     for step in files:
         by_path = {row.path: row for row in step.rows}

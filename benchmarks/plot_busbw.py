@@ -94,45 +94,60 @@ def _parse_number(text: str, kind, where: str, column: str, allow_empty: bool):
         raise BenchCsvError(f"{where}: column '{column}' is not a number: '{text}'") from None
 
 
-def read_bench_csv(path: str, label: Optional[str] = None) -> BenchFile:
-    """Reads one herd-bench CSV file; raises BenchCsvError saying what is wrong."""
+def read_lines(path: str, error: type) -> Tuple[List[Tuple[int, str]], List[str]]:
+    """The (line number, text) pairs of a CSV file's data lines, and its '#'
+    note lines; blank lines are dropped. Raises `error` for a missing file or
+    a directory."""
     if not os.path.exists(path):
-        raise BenchCsvError(f"{path}: no such file")
+        raise error(f"{path}: no such file")
     if os.path.isdir(path):
-        raise BenchCsvError(f"{path}: is a directory, not a CSV file")
+        raise error(f"{path}: is a directory, not a CSV file")
     with open(path, newline="", encoding="utf-8") as handle:
         lines = handle.read().splitlines()
-    ranks_note = None
-    data_lines = []  # (line number, text)
-    for number, line in enumerate(lines, start=1):
-        if line.startswith("#"):
-            match = re.search(r"(\d+) ranks?\b", line)
-            if match and ranks_note is None:
-                ranks_note = int(match.group(1))
-            continue
-        if line.strip():
-            data_lines.append((number, line))
+    notes = [line for line in lines if line.lstrip().startswith("#")]
+    data = [(number, line) for number, line in enumerate(lines, start=1)
+            if line.strip() and not line.lstrip().startswith("#")]
+    return data, notes
+
+
+def csv_records(path: str, data_lines: Sequence[Tuple[int, str]], required: Sequence[str],
+                expected_header: str, error: type = None):
+    """Yields (where, field) for each row after the header among data_lines
+    ((line number, text) pairs, notes and blank lines already dropped): where
+    is "path:line" for messages, field(name) the raw text of
+    column `name` ("" for a column the header lacks). Raises `error` (default
+    BenchCsvError) for no header, a missing required column or a row whose
+    field count differs from the header's."""
+    error = error or BenchCsvError
     if not data_lines:
-        raise BenchCsvError(f"{path}: empty (no header, no rows)")
+        raise error(f"{path}: empty (no header, no rows)")
     header_number, header_line = data_lines[0]
     header = [name.strip() for name in next(csv.reader([header_line]))]
-    missing = [name for name in REQUIRED_COLUMNS if name not in header]
+    missing = [name for name in required if name not in header]
     if missing:
-        raise BenchCsvError(
-            f"{path}:{header_number}: not a herd-bench CSV: missing column(s) "
-            f"{', '.join(missing)} (header is '{header_line.strip()}'; herd-bench --csv "
-            f"writes '{HERD_BENCH_HEADER}')")
+        raise error(f"{path}:{header_number}: missing column(s) {', '.join(missing)} (header is "
+                    f"'{header_line.strip()}'; herd-bench --csv writes '{expected_header}')")
     index = {name: header.index(name) for name in header}
-    rows = []
     for number, line in data_lines[1:]:
         fields = next(csv.reader([line]))
         where = f"{path}:{number}"
         if len(fields) != len(header):
-            raise BenchCsvError(f"{where}: {len(fields)} fields, the header has {len(header)}")
+            raise error(f"{where}: {len(fields)} fields, the header has {len(header)}")
+        yield where, (lambda name, fields=fields: fields[index[name]] if name in index else "")
 
-        def field(name: str) -> str:
-            return fields[index[name]] if name in index else ""
 
+def read_bench_csv(path: str, label: Optional[str] = None) -> BenchFile:
+    """Reads one herd-bench CSV file; raises BenchCsvError saying what is wrong."""
+    data_lines, notes = read_lines(path, BenchCsvError)
+    ranks_note = None
+    for line in notes:
+        match = re.search(r"(\d+) ranks?\b", line)
+        if match:
+            ranks_note = int(match.group(1))
+            break
+    rows = []
+    for where, field in csv_records(path, data_lines, REQUIRED_COLUMNS, HERD_BENCH_HEADER,
+                                    BenchCsvError):
         rows.append(Row(
             size=_parse_number(field("size"), int, where, "size", False),
             path=field("path").strip(),

@@ -16,7 +16,7 @@
 #
 # Build first (scripts/build.sh). Run it on a quiet machine: it is a
 # measurement, and anything else running on the cores shows in the numbers.
-# Takes about 15 minutes with RUNS=5 on a 2-core machine.
+# Takes about 10 minutes with RUNS=5 on a 2-core machine.
 set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"

@@ -1,4 +1,5 @@
 #include "benchmarks/herd_bench/allgather_bench.h"
+#include "benchmarks/herd_bench/bus_factor.h"
 
 #include <algorithm>
 #include <climits>
@@ -14,7 +15,6 @@
 #include "collectives/mpi/mpi_transport.h"
 
 namespace herd::bench {
-namespace {
 
 // The paths, in the order of their rows, each from a block of `block`
 // elements per rank (input) to p blocks in rank order (output):
@@ -26,13 +26,6 @@ namespace {
 //   memcpy: rank 0 alone copies as many bytes (bench_sweep.h).
 // Rank r's input is block_value(..., source r, block 0, i); block s of every
 // output must hold rank s's.
-
-// Bus bandwidth of an allgather (nccl-tests): busbw = algbw * (p-1)/p, with
-// algbw = the gathered size / time. Each rank receives the p-1 blocks that
-// are not its own, (p-1)/p of the buffer, whatever the algorithm.
-double allgather_bus_factor(int ranks) { return static_cast<double>(ranks - 1) / ranks; }
-
-}  // namespace
 
 CLI::App* add_allgather_command(CLI::App& app, AllgatherBenchOptions& options) {
   CLI::App* command = app.add_subcommand("allgather", "Allgather bandwidth sweep");
@@ -62,7 +55,7 @@ int64_t run_allgather_bench(const AllgatherBenchOptions& options, MPI_Comm comm)
     std::vector<unsigned char> input(block_bytes), output(bytes);
     fill_block(dtype, ranks, 1, sweep.rank, 0, input.data(), block);
     Tensor result;
-    const SizeRun run(sweep, {bytes, block, "", allgather_bus_factor(ranks)}, [&] {
+    const SizeRun run(sweep, {bytes, block, "", block_exchange_bus_factor(ranks)}, [&] {
       poison(output);
       result = Tensor();
     });

@@ -1,4 +1,5 @@
 #include "benchmarks/herd_bench/allreduce_bench.h"
+#include "benchmarks/herd_bench/bus_factor.h"
 
 #include <algorithm>
 #include <climits>
@@ -29,12 +30,6 @@ namespace {
 //           the buffer on this machine (bench_sweep.h).
 // An average is a sum followed by a division by the number of ranks; herd does
 // the division itself, ring and mpi call ops::divide after the sum, timed.
-
-// Bus bandwidth of an allreduce (nccl-tests' definition): busbw = algbw *
-// 2(p-1)/p. A ring allreduce on p ranks sends, and receives, 2(p-1)/p times
-// the buffer per rank (p-1 steps of reduce-scatter and p-1 of allgather, each
-// moving 1/p of it), so busbw is comparable with a link's bandwidth at any p.
-double allreduce_bus_factor(int ranks) { return 2.0 * (ranks - 1) / ranks; }
 
 // The notes above the table that only allreduce has.
 std::vector<std::string> allreduce_notes(const AllreduceBenchOptions& options, int ranks) {

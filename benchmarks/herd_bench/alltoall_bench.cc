@@ -1,4 +1,5 @@
 #include "benchmarks/herd_bench/alltoall_bench.h"
+#include "benchmarks/herd_bench/bus_factor.h"
 
 #include <algorithm>
 #include <climits>
@@ -14,7 +15,6 @@
 #include "collectives/mpi/mpi_transport.h"
 
 namespace herd::bench {
-namespace {
 
 // The paths, in the order of their rows, each from p blocks of `block`
 // elements, block d for rank d (input), to p blocks, block s from rank s
@@ -28,13 +28,6 @@ namespace {
 //   memcpy:   rank 0 alone copies as many bytes (bench_sweep.h).
 // Block d of rank s's input is block_value(..., source s, block d, i), so
 // block s of rank r's output must hold block_value(..., source s, block r, i).
-
-// Bus bandwidth of an alltoall (nccl-tests): busbw = algbw * (p-1)/p, with
-// algbw = one rank's send buffer / time. Each rank sends, and receives, the
-// p-1 blocks that are not its own, (p-1)/p of the buffer.
-double alltoall_bus_factor(int ranks) { return static_cast<double>(ranks - 1) / ranks; }
-
-}  // namespace
 
 CLI::App* add_alltoall_command(CLI::App& app, AlltoallBenchOptions& options) {
   CLI::App* command = app.add_subcommand("alltoall", "Alltoall bandwidth sweep");
@@ -66,7 +59,7 @@ int64_t run_alltoall_bench(const AlltoallBenchOptions& options, MPI_Comm comm) {
       fill_block(dtype, ranks, ranks, sweep.rank, dest, input.data() + dest * block_bytes, block);
     }
     Tensor result;
-    const SizeRun run(sweep, {bytes, block, "", alltoall_bus_factor(ranks)}, [&] {
+    const SizeRun run(sweep, {bytes, block, "", block_exchange_bus_factor(ranks)}, [&] {
       poison(output);
       result = Tensor();
     });

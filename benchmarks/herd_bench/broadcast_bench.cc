@@ -1,4 +1,5 @@
 #include "benchmarks/herd_bench/broadcast_bench.h"
+#include "benchmarks/herd_bench/bus_factor.h"
 
 #include <algorithm>
 #include <climits>
@@ -74,7 +75,7 @@ int64_t run_broadcast_bench(const BroadcastBenchOptions& options, MPI_Comm comm)
     const int64_t bytes = count * element_bytes;
     std::vector<unsigned char> input(sweep.rank == root ? bytes : 0), buffer(bytes);
     if (sweep.rank == root) fill_block(dtype, ranks, 1, root, 0, input.data(), count);
-    const SizeRun run(sweep, {bytes, count, "", 1.0}, [&] {
+    const SizeRun run(sweep, {bytes, count, "", broadcast_bus_factor(sweep.ranks)}, [&] {
       poison(buffer);
       if (sweep.rank == root) std::memcpy(buffer.data(), input.data(), bytes);
     });

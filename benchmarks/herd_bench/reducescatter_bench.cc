@@ -1,4 +1,5 @@
 #include "benchmarks/herd_bench/reducescatter_bench.h"
+#include "benchmarks/herd_bench/bus_factor.h"
 
 #include <algorithm>
 #include <climits>
@@ -16,7 +17,6 @@
 #include "ops/reduce.h"
 
 namespace herd::bench {
-namespace {
 
 // The paths, in the order of their rows, each from p blocks of `block`
 // elements (input) to this rank's block of the reduction (output):
@@ -31,13 +31,6 @@ namespace {
 // elements r*block .. (r+1)*block-1 of allreduce's closed form. An average is
 // a sum followed by a division by p: herd divides itself, ring and mpi call
 // ops::divide on their block after the sum, timed.
-
-// Bus bandwidth of a reducescatter (nccl-tests): busbw = algbw * (p-1)/p,
-// with algbw = the reduced size / time. Each rank receives (and reduces) the
-// p-1 partial blocks of others, (p-1)/p of the buffer, whatever the algorithm.
-double reducescatter_bus_factor(int ranks) { return static_cast<double>(ranks - 1) / ranks; }
-
-}  // namespace
 
 CLI::App* add_reducescatter_command(CLI::App& app, ReducescatterBenchOptions& options) {
   CLI::App* command = app.add_subcommand("reducescatter", "Reducescatter bandwidth sweep");
@@ -74,7 +67,7 @@ int64_t run_reducescatter_bench(const ReducescatterBenchOptions& options, MPI_Co
     std::vector<unsigned char> input(bytes), scratch(bytes), output(block * element_bytes);
     fill_input(dtype, op, sweep.rank, input.data(), count);
     Tensor result;
-    const SizeRun run(sweep, {bytes, block, to_string(op), reducescatter_bus_factor(ranks)}, [&] {
+    const SizeRun run(sweep, {bytes, block, to_string(op), block_exchange_bus_factor(ranks)}, [&] {
       poison(output);
       result = Tensor();
     });

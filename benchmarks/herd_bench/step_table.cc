@@ -1,4 +1,5 @@
 #include "benchmarks/herd_bench/step_table.h"
+#include "benchmarks/herd_bench/bus_factor.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -9,11 +10,6 @@
 
 namespace herd::bench {
 namespace {
-
-// Bus bandwidth of an allreduce (nccl-tests' definition, as the allreduce
-// table's): a ring allreduce sends and receives 2(p-1)/p times the buffer per
-// rank, so busbw = algbw * 2(p-1)/p compares with a link at any p.
-double allreduce_bus_factor(int ranks) { return 2.0 * (ranks - 1) / ranks; }
 
 std::string format_number(const char* format, double value) {
   char text[64];
