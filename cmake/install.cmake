@@ -6,7 +6,8 @@
 #   libexec/herd/allreduce_demo   the demo, when examples are built (kept out
 #                                 of bin/: it is an example, not a tool)
 # herd's static layers (herd_core, herd_collectives, herd_ops, herd_common) are
-# linked into libherd.so PRIVATE and are neither installed nor exported.
+# linked into libherd.so PRIVATE, and herd_train's objects are part of it; none
+# of them is installed or exported on its own.
 include(CMakePackageConfigHelpers)
 
 set(HERD_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/herd)
