@@ -11,6 +11,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   libeigen3-dev libfmt-dev catch2 libcli11-dev nlohmann-json3-dev
   libbenchmark-dev python3-matplotlib python3-numpy python3-pytest
+  zlib1g-dev dataset-fashion-mnist
 )
 
 if ! command -v dpkg-query >/dev/null 2>&1; then

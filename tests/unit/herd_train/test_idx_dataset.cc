@@ -1,0 +1,238 @@
+// The IDX loader: small synthetic files written here (plain and gzipped),
+// each way a file can be wrong, and the real Fashion-MNIST test set when the
+// Debian package dataset-fashion-mnist is installed.
+#include <zlib.h>
+
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include "herd/error.h"
+#include "herd_train/idx_dataset.h"
+
+namespace herd_train {
+namespace {
+
+void put_be32(std::vector<uint8_t>& bytes, uint32_t value) {
+  for (int shift = 24; shift >= 0; shift -= 8) bytes.push_back(uint8_t(value >> shift));
+}
+
+std::vector<uint8_t> images_file(uint32_t magic, uint32_t count, uint32_t rows, uint32_t cols,
+                                 std::size_t pixels) {
+  std::vector<uint8_t> bytes;
+  put_be32(bytes, magic);
+  put_be32(bytes, count);
+  put_be32(bytes, rows);
+  put_be32(bytes, cols);
+  for (std::size_t i = 0; i < pixels; ++i) bytes.push_back(uint8_t(i * 37 % 256));
+  return bytes;
+}
+
+std::vector<uint8_t> labels_file(uint32_t magic, std::vector<uint8_t> labels) {
+  std::vector<uint8_t> bytes;
+  put_be32(bytes, magic);
+  put_be32(bytes, static_cast<uint32_t>(labels.size()));
+  bytes.insert(bytes.end(), labels.begin(), labels.end());
+  return bytes;
+}
+
+// A fresh directory under /tmp, removed with its files at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    char pattern[] = "/tmp/herd_idx_test.XXXXXX";
+    REQUIRE(mkdtemp(pattern) != nullptr);
+    path_ = pattern;
+  }
+  ~TempDir() {
+    for (const std::string& file : files_) std::remove(file.c_str());
+    rmdir(path_.c_str());
+  }
+  const std::string& path() const { return path_; }
+
+  std::string write(const std::string& name, const std::vector<uint8_t>& bytes) {
+    const std::string file = path_ + "/" + name;
+    std::ofstream out(file, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+    REQUIRE(out.good());
+    files_.push_back(file);
+    return file;
+  }
+
+  std::string write_gzipped(const std::string& name, const std::vector<uint8_t>& bytes) {
+    const std::string file = path_ + "/" + name;
+    gzFile out = gzopen(file.c_str(), "wb");
+    REQUIRE(out != nullptr);
+    REQUIRE(gzwrite(out, bytes.data(), unsigned(bytes.size())) == int(bytes.size()));
+    REQUIRE(gzclose(out) == Z_OK);
+    files_.push_back(file);
+    return file;
+  }
+
+ private:
+  std::string path_;
+  std::vector<std::string> files_;
+};
+
+TEST_CASE("valid IDX files load as [0, 1] floats with their labels", "[idx]") {
+  TempDir dir;
+  const bool gzipped = GENERATE(false, true);
+  const auto images = images_file(2051, 3, 2, 4, 3 * 2 * 4);
+  const auto labels = labels_file(2049, {9, 0, 4});
+  const std::string images_path =
+      gzipped ? dir.write_gzipped("images.gz", images) : dir.write("images", images);
+  const std::string labels_path =
+      gzipped ? dir.write_gzipped("labels.gz", labels) : dir.write("labels", labels);
+  const Dataset data = load_idx(images_path, labels_path);
+  CHECK(data.count == 3);
+  CHECK(data.rows == 2);
+  CHECK(data.cols == 4);
+  CHECK(data.features() == 8);
+  REQUIRE(data.images.size() == 24);
+  for (std::size_t i = 0; i < 24; ++i) {
+    CHECK(data.images[i] == float(uint8_t(i * 37 % 256)) / 255.0f);
+  }
+  CHECK(data.image(2)[0] == data.images[16]);
+  CHECK(data.labels == std::vector<uint8_t>{9, 0, 4});
+}
+
+TEST_CASE("pixels 0 and 255 become exactly 0 and 1", "[idx]") {
+  auto bytes = images_file(2051, 1, 1, 2, 0);
+  bytes.push_back(0);
+  bytes.push_back(255);
+  const Dataset data = parse_idx_images(bytes, "x");
+  CHECK(data.images == std::vector<float>{0.0f, 1.0f});
+}
+
+TEST_CASE("a wrong magic number names the file and both numbers", "[idx]") {
+  CHECK_THROWS_WITH(parse_idx_images(images_file(2049, 1, 2, 2, 4), "some/images"),
+                    Catch::Contains("some/images") && Catch::Contains("magic number is 2049") &&
+                        Catch::Contains("expected 2051"));
+  CHECK_THROWS_WITH(parse_idx_labels(labels_file(2051, {1}), "some/labels"),
+                    Catch::Contains("some/labels") && Catch::Contains("magic number is 2051") &&
+                        Catch::Contains("expected 2049"));
+  // A little-endian header reads as a different, wrong magic.
+  CHECK_THROWS_WITH(parse_idx_labels(labels_file(0x01080000, {1}), "le"),
+                    Catch::Contains("magic number is 17301504"));
+}
+
+TEST_CASE("a truncated or oversized file is refused with its sizes", "[idx]") {
+  TempDir dir;
+  auto images = images_file(2051, 3, 2, 2, 3 * 4);
+  images.pop_back();
+  CHECK_THROWS_WITH(parse_idx_images(images, "img"),
+                    Catch::Contains("img") && Catch::Contains("is 27 bytes") &&
+                        Catch::Contains("describes 28") && Catch::Contains("truncated"));
+  images.push_back(1);
+  images.push_back(2);
+  CHECK_THROWS_WITH(parse_idx_images(images, "img"),
+                    Catch::Contains("is 29 bytes") && Catch::Contains("describes 28"));
+  CHECK_THROWS_WITH(parse_idx_images({0, 0, 8, 3, 0, 0}, "img"),
+                    Catch::Contains("is 6 bytes") && Catch::Contains("16-byte header"));
+  auto labels = labels_file(2049, {1, 2, 3});
+  labels.pop_back();
+  CHECK_THROWS_WITH(parse_idx_labels(labels, "lab"),
+                    Catch::Contains("lab") && Catch::Contains("truncated"));
+
+  // A gzip stream cut short is an error, not a short file read silently.
+  const std::string gz = dir.write_gzipped("full.gz", images_file(2051, 50, 28, 28, 50 * 784));
+  std::ifstream in(gz, std::ios::binary);
+  std::vector<uint8_t> compressed((std::istreambuf_iterator<char>(in)),
+                                  std::istreambuf_iterator<char>());
+  compressed.resize(compressed.size() / 2);
+  const std::string cut = dir.write("cut.gz", compressed);
+  CHECK_THROWS_WITH(read_maybe_gzipped(cut),
+                    Catch::Contains(cut) && Catch::Contains("cannot be read"));
+}
+
+TEST_CASE("zero rows or columns are refused", "[idx]") {
+  CHECK_THROWS_WITH(parse_idx_images(images_file(2051, 1, 0, 5, 0), "img"), Catch::Contains("0x5"));
+}
+
+TEST_CASE("images and labels must agree in count", "[idx]") {
+  TempDir dir;
+  const std::string images = dir.write("images", images_file(2051, 3, 2, 2, 12));
+  const std::string labels = dir.write("labels", labels_file(2049, {1, 2}));
+  CHECK_THROWS_WITH(load_idx(images, labels), Catch::Contains("3 images") &&
+                                                  Catch::Contains("2 labels") &&
+                                                  Catch::Contains(images));
+}
+
+TEST_CASE("a label outside 0..9 is refused with its index", "[idx]") {
+  CHECK_THROWS_WITH(
+      parse_idx_labels(labels_file(2049, {0, 9, 10, 3}), "lab"),
+      Catch::Contains("lab") && Catch::Contains("label 2 is 10") && Catch::Contains("0..9"));
+  CHECK_NOTHROW(parse_idx_labels(labels_file(2049, {0, 9}), "lab"));
+}
+
+TEST_CASE("a missing file or directory names it and the Debian package", "[idx]") {
+  TempDir dir;
+  const std::string missing = dir.path() + "/t10k-images-idx3-ubyte.gz";
+  CHECK_THROWS_WITH(read_maybe_gzipped(missing),
+                    Catch::Contains(missing) && Catch::Contains("does not exist") &&
+                        Catch::Contains("apt-get install dataset-fashion-mnist"));
+  CHECK_THROWS_WITH(find_fashion_mnist_dir(dir.path() + "/nowhere"),
+                    Catch::Contains(dir.path() + "/nowhere") &&
+                        Catch::Contains("apt-get install dataset-fashion-mnist"));
+  // A directory with only some of the four files names the first missing one.
+  dir.write("train-images-idx3-ubyte", images_file(2051, 1, 28, 28, 784));
+  dir.write_gzipped("train-labels-idx1-ubyte.gz", labels_file(2049, {1}));
+  CHECK_THROWS_WITH(find_fashion_mnist_dir(dir.path()),
+                    Catch::Contains("no t10k-images-idx3-ubyte") &&
+                        Catch::Contains("apt-get install dataset-fashion-mnist"));
+  dir.write("t10k-images-idx3-ubyte", images_file(2051, 2, 28, 28, 2 * 784));
+  dir.write_gzipped("t10k-labels-idx1-ubyte.gz", labels_file(2049, {7, 3}));
+  CHECK(find_fashion_mnist_dir(dir.path()) == dir.path());
+  // Plain and gzipped names mix: each file is found under either.
+  const Dataset test = load_fashion_mnist(dir.path(), Split::kTest);
+  CHECK(test.count == 2);
+  CHECK(test.labels == std::vector<uint8_t>{7, 3});
+  CHECK(load_fashion_mnist(dir.path(), Split::kTrain).count == 1);
+}
+
+TEST_CASE("Fashion-MNIST's images must be 28x28", "[idx]") {
+  TempDir dir;
+  dir.write("t10k-images-idx3-ubyte", images_file(2051, 1, 27, 28, 27 * 28));
+  dir.write("t10k-labels-idx1-ubyte", labels_file(2049, {1}));
+  CHECK_THROWS_WITH(load_fashion_mnist(dir.path(), Split::kTest),
+                    Catch::Contains("27x28") && Catch::Contains("28x28"));
+}
+
+TEST_CASE("the installed Fashion-MNIST test set loads (dataset-fashion-mnist)", "[idx][data]") {
+  std::string dir;
+  try {
+    dir = find_fashion_mnist_dir();
+  } catch (const herd::Error& e) {
+    WARN("skipped: Fashion-MNIST is not installed (" << e.what() << ")");
+    return;
+  }
+  const Dataset test = load_fashion_mnist(dir, Split::kTest);
+  CHECK(test.count == 10000);
+  CHECK(test.rows == 28);
+  CHECK(test.cols == 28);
+  REQUIRE(test.labels.size() == 10000);
+  REQUIRE(test.images.size() == 10000u * 784u);
+  CHECK(test.labels[0] == 9);  // an ankle boot
+  CHECK(test.labels[1] == 2);  // a pullover
+  std::array<int, kNumClasses> per_class{};
+  for (uint8_t label : test.labels) ++per_class[label];
+  for (int c = 0; c < kNumClasses; ++c) CHECK(per_class[c] == 1000);
+  float low = 1, high = 0;
+  for (float pixel : test.images) {
+    low = std::min(low, pixel);
+    high = std::max(high, pixel);
+  }
+  CHECK(low == 0.0f);
+  CHECK(high == 1.0f);
+}
+
+}  // namespace
+}  // namespace herd_train

@@ -1,0 +1,561 @@
+// Checkpoint files (include/herd/checkpoint.h): serialization into one
+// little-endian buffer, CRC-32, the atomic write and the checked read.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "herd/checkpoint.h"
+#include "herd/error.h"
+
+namespace herd {
+namespace {
+
+constexpr char kMagic[8] = {'H', 'E', 'R', 'D', 'C', 'K', 'P', 'T'};
+constexpr std::size_t kHeaderSize = 24;         // magic 8, version 4, crc 4, payload size 8
+constexpr std::size_t kSectionHeaderSize = 12;  // tag 4, length 8
+
+using Tag = std::array<char, 4>;
+constexpr Tag kSchedule = {'S', 'C', 'H', 'D'};
+constexpr Tag kMetadata = {'M', 'E', 'T', 'A'};
+constexpr Tag kParameters = {'P', 'A', 'R', 'M'};
+constexpr Tag kOptimizer = {'O', 'P', 'T', 'S'};
+
+std::string tag_text(const Tag& tag) {
+  std::string text;
+  for (char c : tag) {
+    const auto u = static_cast<unsigned char>(c);
+    text += (u >= 0x20 && u < 0x7f) ? std::string(1, c) : fmt::format("\\x{:02x}", u);
+  }
+  return text;
+}
+
+std::array<uint32_t, 256> make_crc_table() {
+  std::array<uint32_t, 256> table{};
+  for (uint32_t n = 0; n < 256; ++n) {
+    uint32_t c = n;
+    for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+    table[n] = c;
+  }
+  return table;
+}
+
+// ---- writing ---------------------------------------------------------------
+
+class Writer {
+ public:
+  void bytes(const void* data, std::size_t size) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    out_.insert(out_.end(), p, p + size);
+  }
+  void u32(uint32_t v) {
+    for (int i = 0; i < 4; ++i) out_.push_back(static_cast<unsigned char>(v >> (8 * i)));
+  }
+  void u64(uint64_t v) {
+    for (int i = 0; i < 8; ++i) out_.push_back(static_cast<unsigned char>(v >> (8 * i)));
+  }
+  void i64(int64_t v) { u64(static_cast<uint64_t>(v)); }
+  void f64(double v) {
+    uint64_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    u64(bits);
+  }
+  void string(const std::string& s, const std::string& what) {
+    if (s.size() > UINT32_MAX) {
+      throw Error(fmt::format("{} is {} bytes long; a checkpoint holds at most {}", what, s.size(),
+                              UINT32_MAX));
+    }
+    u32(static_cast<uint32_t>(s.size()));
+    bytes(s.data(), s.size());
+  }
+  void floats(const std::vector<float>& values) {
+    u64(values.size());
+    const std::size_t start = out_.size();
+    out_.resize(start + 4 * values.size());
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, &values[i], sizeof bits);
+      for (int b = 0; b < 4; ++b) {
+        out_[start + 4 * i + b] = static_cast<unsigned char>(bits >> (8 * b));
+      }
+    }
+  }
+  void count(std::size_t n, const std::string& what) {
+    if (n > UINT32_MAX) {
+      throw Error(
+          fmt::format("{}: {} entries; a checkpoint holds at most {}", what, n, UINT32_MAX));
+    }
+    u32(static_cast<uint32_t>(n));
+  }
+  // Starts a section; end_section() fills in its length.
+  void begin_section(const Tag& tag) {
+    bytes(tag.data(), tag.size());
+    section_start_ = out_.size();
+    u64(0);
+  }
+  void end_section() {
+    const uint64_t length = out_.size() - section_start_ - 8;
+    for (int i = 0; i < 8; ++i) {
+      out_[section_start_ + i] = static_cast<unsigned char>(length >> (8 * i));
+    }
+  }
+  std::vector<unsigned char>& data() { return out_; }
+
+ private:
+  std::vector<unsigned char> out_;
+  std::size_t section_start_ = 0;
+};
+
+std::vector<unsigned char> serialize(const Checkpoint& ck) {
+  std::unordered_set<std::string> names;
+  for (const CheckpointParameter& p : ck.parameters) {
+    if (!names.insert(p.name).second) {
+      throw Error(fmt::format("checkpoint: parameter '{}' is given twice", p.name));
+    }
+  }
+  names.clear();
+  for (const StateBuffer& b : ck.optimizer.buffers) {
+    if (!names.insert(b.name).second) {
+      throw Error(fmt::format("checkpoint: optimizer buffer '{}' is given twice", b.name));
+    }
+  }
+
+  Writer w;
+  w.bytes(kMagic, sizeof kMagic);
+  w.u32(kCheckpointVersion);
+  w.u32(0);  // crc32, filled in below
+  w.u64(0);  // payload size, filled in below
+
+  w.begin_section(kSchedule);
+  w.i64(ck.step);
+  w.i64(ck.epoch);
+  w.f64(ck.position);
+  w.u64(ck.seed);
+  w.end_section();
+
+  w.begin_section(kMetadata);
+  w.count(ck.metadata.size(), "checkpoint metadata");
+  for (const auto& [key, value] : ck.metadata) {
+    w.string(key, "checkpoint metadata key");
+    w.string(value, fmt::format("checkpoint metadata '{}'", key));
+  }
+  w.end_section();
+
+  w.begin_section(kParameters);
+  w.count(ck.parameters.size(), "checkpoint parameters");
+  for (const CheckpointParameter& p : ck.parameters) {
+    w.string(p.name, "checkpoint parameter name");
+    w.floats(p.values);
+  }
+  w.end_section();
+
+  w.begin_section(kOptimizer);
+  w.i64(ck.optimizer.step);
+  w.count(ck.optimizer.buffers.size(), "checkpoint optimizer buffers");
+  for (const StateBuffer& b : ck.optimizer.buffers) {
+    w.string(b.name, "checkpoint optimizer buffer name");
+    w.floats(b.values);
+  }
+  w.end_section();
+
+  std::vector<unsigned char>& out = w.data();
+  const uint64_t payload_size = out.size() - kHeaderSize;
+  const uint32_t crc = crc32(out.data() + kHeaderSize, payload_size);
+  for (int i = 0; i < 4; ++i) out[12 + i] = static_cast<unsigned char>(crc >> (8 * i));
+  for (int i = 0; i < 8; ++i) out[16 + i] = static_cast<unsigned char>(payload_size >> (8 * i));
+  return out;
+}
+
+// ---- reading ---------------------------------------------------------------
+
+uint32_t get_u32(const unsigned char* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(p[i]) << (8 * i);
+  return v;
+}
+uint64_t get_u64(const unsigned char* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
+  return v;
+}
+
+// Reads within [pos, end) of one section; any read past the end is an
+// inconsistent length and throws naming the file, the section and the field.
+class Reader {
+ public:
+  Reader(const std::string& path, const std::string& section, const unsigned char* begin,
+         const unsigned char* end)
+      : path_(path), section_(section), pos_(begin), begin_(begin), end_(end) {}
+
+  std::size_t remaining() const { return static_cast<std::size_t>(end_ - pos_); }
+  void need(uint64_t n, const std::string& what) const {
+    if (n > remaining()) {
+      throw Error(fmt::format(
+          "checkpoint '{}' is inconsistent: section {} at byte {} needs {} more bytes for {}, "
+          "but only {} remain in the section",
+          path_, section_, pos_ - begin_, n, what, remaining()));
+    }
+  }
+  uint32_t u32(const std::string& what) {
+    need(4, what);
+    const uint32_t v = get_u32(pos_);
+    pos_ += 4;
+    return v;
+  }
+  uint64_t u64(const std::string& what) {
+    need(8, what);
+    const uint64_t v = get_u64(pos_);
+    pos_ += 8;
+    return v;
+  }
+  int64_t i64(const std::string& what) { return static_cast<int64_t>(u64(what)); }
+  double f64(const std::string& what) {
+    const uint64_t bits = u64(what);
+    double v;
+    std::memcpy(&v, &bits, sizeof v);
+    return v;
+  }
+  std::string string(const std::string& what) {
+    const uint32_t size = u32(what + " length");
+    need(size, what);
+    std::string s(reinterpret_cast<const char*>(pos_), size);
+    pos_ += size;
+    return s;
+  }
+  std::vector<float> floats(const std::string& what) {
+    const uint64_t count = u64(what + " element count");
+    if (count > remaining() / 4) {
+      throw Error(fmt::format(
+          "checkpoint '{}' is inconsistent: {} has {} elements of 4 bytes, but only {} bytes "
+          "remain in section {}",
+          path_, what, count, remaining(), section_));
+    }
+    std::vector<float> values(count);
+    for (uint64_t i = 0; i < count; ++i) {
+      const uint32_t bits = get_u32(pos_ + 4 * i);
+      std::memcpy(&values[i], &bits, sizeof bits);
+    }
+    pos_ += 4 * count;
+    return values;
+  }
+  // Every byte of the section must have been read.
+  void finish() const {
+    if (pos_ != end_) {
+      throw Error(fmt::format(
+          "checkpoint '{}' is inconsistent: section {} is {} bytes long, but its contents end "
+          "after {} bytes",
+          path_, section_, end_ - begin_, pos_ - begin_));
+    }
+  }
+
+ private:
+  const std::string& path_;
+  std::string section_;
+  const unsigned char* pos_;
+  const unsigned char* begin_;
+  const unsigned char* end_;
+};
+
+void check_unique(std::unordered_set<std::string>& seen, const std::string& name,
+                  const std::string& path, const std::string& what) {
+  if (!seen.insert(name).second) {
+    throw Error(
+        fmt::format("checkpoint '{}' is inconsistent: {} '{}' appears twice", path, what, name));
+  }
+}
+
+Checkpoint parse(const std::string& path, const std::vector<unsigned char>& file) {
+  const std::size_t size = file.size();
+  if (size >= sizeof kMagic && std::memcmp(file.data(), kMagic, sizeof kMagic) != 0) {
+    std::string found;
+    for (std::size_t i = 0; i < sizeof kMagic; ++i) found += fmt::format("{:02x}", file[i]);
+    throw Error(fmt::format(
+        "'{}' is not a herd checkpoint: wrong magic bytes (expected \"HERDCKPT\", found {} in hex)",
+        path, found));
+  }
+  if (size < kHeaderSize) {
+    throw Error(
+        fmt::format("checkpoint '{}' is truncated: {} bytes, shorter than the {}-byte header", path,
+                    size, kHeaderSize));
+  }
+  const uint32_t version = get_u32(file.data() + 8);
+  if (version != kCheckpointVersion) {
+    throw Error(fmt::format(
+        "checkpoint '{}' has unsupported format version {} (this build reads version {})", path,
+        version, kCheckpointVersion));
+  }
+  const uint32_t stored_crc = get_u32(file.data() + 12);
+  const uint64_t payload_size = get_u64(file.data() + 16);
+  const uint64_t actual_payload = size - kHeaderSize;
+  if (actual_payload < payload_size) {
+    throw Error(fmt::format(
+        "checkpoint '{}' is truncated: expected {} bytes ({}-byte header + {}-byte payload), "
+        "found {}",
+        path, kHeaderSize + payload_size, kHeaderSize, payload_size, size));
+  }
+  if (actual_payload > payload_size) {
+    throw Error(fmt::format(
+        "checkpoint '{}' is inconsistent: expected {} bytes ({}-byte header + {}-byte payload), "
+        "found {} (trailing bytes)",
+        path, kHeaderSize + payload_size, kHeaderSize, payload_size, size));
+  }
+  const unsigned char* payload = file.data() + kHeaderSize;
+  const uint32_t crc = crc32(payload, payload_size);
+  if (crc != stored_crc) {
+    throw Error(fmt::format(
+        "checkpoint '{}' is corrupt: payload checksum mismatch (expected CRC-32 {:08x}, found "
+        "{:08x})",
+        path, stored_crc, crc));
+  }
+
+  Checkpoint ck;
+  std::unordered_set<std::string> sections;
+  const unsigned char* pos = payload;
+  const unsigned char* const end = payload + payload_size;
+  while (pos != end) {
+    const auto offset = static_cast<uint64_t>(pos - file.data());
+    if (static_cast<std::size_t>(end - pos) < kSectionHeaderSize) {
+      throw Error(fmt::format(
+          "checkpoint '{}' is inconsistent: a section header at byte {} needs {} bytes, but only "
+          "{} remain",
+          path, offset, kSectionHeaderSize, end - pos));
+    }
+    Tag tag;
+    std::memcpy(tag.data(), pos, tag.size());
+    const uint64_t length = get_u64(pos + 4);
+    pos += kSectionHeaderSize;
+    const std::string name = tag_text(tag);
+    if (length > static_cast<uint64_t>(end - pos)) {
+      throw Error(fmt::format(
+          "checkpoint '{}' is inconsistent: section {} at byte {} is {} bytes long, but only {} "
+          "bytes remain in the file",
+          path, name, offset, length, end - pos));
+    }
+    if (!sections.insert(name).second) {
+      throw Error(
+          fmt::format("checkpoint '{}' is inconsistent: section {} appears twice", path, name));
+    }
+    Reader r(path, name, pos, pos + length);
+    std::unordered_set<std::string> seen;
+    if (tag == kSchedule) {
+      ck.step = r.i64("step");
+      ck.epoch = r.i64("epoch");
+      ck.position = r.f64("position");
+      ck.seed = r.u64("seed");
+    } else if (tag == kMetadata) {
+      const uint32_t count = r.u32("metadata count");
+      for (uint32_t i = 0; i < count; ++i) {
+        std::string key = r.string("metadata key");
+        check_unique(seen, key, path, "metadata key");
+        ck.metadata[key] = r.string(fmt::format("metadata '{}'", key));
+      }
+    } else if (tag == kParameters) {
+      const uint32_t count = r.u32("parameter count");
+      for (uint32_t i = 0; i < count; ++i) {
+        CheckpointParameter p;
+        p.name = r.string("parameter name");
+        check_unique(seen, p.name, path, "parameter");
+        p.values = r.floats(fmt::format("parameter '{}'", p.name));
+        ck.parameters.push_back(std::move(p));
+      }
+    } else if (tag == kOptimizer) {
+      ck.optimizer.step = r.i64("optimizer step");
+      const uint32_t count = r.u32("optimizer buffer count");
+      for (uint32_t i = 0; i < count; ++i) {
+        StateBuffer b;
+        b.name = r.string("optimizer buffer name");
+        check_unique(seen, b.name, path, "optimizer buffer");
+        b.values = r.floats(fmt::format("optimizer buffer '{}'", b.name));
+        ck.optimizer.buffers.push_back(std::move(b));
+      }
+    } else {
+      throw Error(fmt::format(
+          "checkpoint '{}' is inconsistent: unknown section {} at byte {} (version {} has "
+          "SCHD, META, PARM and OPTS)",
+          path, name, offset, kCheckpointVersion));
+    }
+    r.finish();
+    pos += length;
+  }
+  for (const Tag& tag : {kSchedule, kMetadata, kParameters, kOptimizer}) {
+    if (sections.count(tag_text(tag)) == 0) {
+      throw Error(fmt::format("checkpoint '{}' is inconsistent: section {} is missing", path,
+                              tag_text(tag)));
+    }
+  }
+  return ck;
+}
+
+std::string errno_text(int err) { return fmt::format("{} (errno {})", std::strerror(err), err); }
+
+// Closes fd (if open) and removes the temporary file; keeps errno.
+void discard(int fd, const std::string& tmp) {
+  const int saved = errno;
+  if (fd >= 0) ::close(fd);
+  ::unlink(tmp.c_str());
+  errno = saved;
+}
+
+}  // namespace
+
+uint32_t crc32(const void* data, std::size_t size, uint32_t crc) {
+  static const std::array<uint32_t, 256> table = make_crc_table();
+  const auto* p = static_cast<const unsigned char*>(data);
+  crc = ~crc;
+  for (std::size_t i = 0; i < size; ++i) crc = table[(crc ^ p[i]) & 0xFFu] ^ (crc >> 8);
+  return ~crc;
+}
+
+void save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
+  const std::vector<unsigned char> bytes = serialize(checkpoint);
+  // The temporary file sits next to `path` so that rename() stays within one
+  // file system and is atomic: readers see the old file or the new one.
+  const std::string tmp = fmt::format("{}.tmp.{}", path, static_cast<long>(::getpid()));
+  auto fail = [&](const char* what, int fd) {
+    const int err = errno;
+    discard(fd, tmp);
+    throw Error(fmt::format("cannot write checkpoint '{}': {} '{}' failed: {}", path, what, tmp,
+                            errno_text(err)));
+  };
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail("creating", -1);
+  std::size_t written = 0;
+  while (written < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("writing", fd);
+    }
+    written += static_cast<std::size_t>(n);
+  }
+  // fsync before rename: otherwise a crash soon after could leave `path`
+  // renamed to a file whose data never reached the disk (empty or torn).
+  if (::fsync(fd) != 0) fail("fsync of", fd);
+  if (::close(fd) != 0) fail("closing", -1);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw Error(fmt::format("cannot write checkpoint '{}': renaming '{}' over it failed: {}", path,
+                            tmp, errno_text(err)));
+  }
+  // Best effort: fsync the directory so the rename itself survives a crash.
+  // The new checkpoint is complete at `path` already; some file systems
+  // refuse fsync on a directory, which is not an error worth failing for.
+  const std::size_t slash = path.find_last_of('/');
+  const std::string dir =
+      slash == std::string::npos ? std::string(".") : (slash == 0 ? "/" : path.substr(0, slash));
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+Checkpoint load_checkpoint(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    throw Error(fmt::format("cannot read checkpoint '{}': {}", path, errno_text(err)));
+  }
+  std::vector<unsigned char> file;
+  struct stat st;
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) file.reserve(static_cast<std::size_t>(st.st_size));
+  unsigned char buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      throw Error(fmt::format("cannot read checkpoint '{}': {}", path, errno_text(err)));
+    }
+    if (n == 0) break;
+    file.insert(file.end(), buffer, buffer + n);
+  }
+  ::close(fd);
+  return parse(path, file);
+}
+
+Checkpoint make_checkpoint(const std::vector<Parameter>& params, const Optimizer& optimizer,
+                           int64_t step, int64_t epoch, uint64_t seed) {
+  Checkpoint ck;
+  std::unordered_set<std::string> names;
+  for (const Parameter& p : params) {
+    if (!names.insert(p.name()).second) {
+      throw Error(fmt::format("make_checkpoint: parameter '{}' is given twice", p.name()));
+    }
+    ck.parameters.push_back({p.name(), std::vector<float>(p.value(), p.value() + p.size())});
+  }
+  ck.optimizer = optimizer.export_state();
+  ck.step = step;
+  ck.epoch = epoch;
+  ck.position = static_cast<double>(epoch);
+  ck.seed = seed;
+  return ck;
+}
+
+void apply_checkpoint(const Checkpoint& checkpoint, const std::vector<Parameter>& params,
+                      Optimizer& optimizer) {
+  std::unordered_map<std::string, const CheckpointParameter*> saved;
+  for (const CheckpointParameter& p : checkpoint.parameters) {
+    if (!saved.emplace(p.name, &p).second) {
+      throw Error(fmt::format("checkpoint: parameter '{}' appears twice", p.name));
+    }
+  }
+  std::vector<const CheckpointParameter*> sources;
+  std::unordered_set<std::string> given;
+  for (const Parameter& p : params) {
+    if (!given.insert(p.name()).second) {
+      throw Error(fmt::format("apply_checkpoint: parameter '{}' is given twice", p.name()));
+    }
+    auto it = saved.find(p.name());
+    if (it == saved.end()) {
+      throw Error(fmt::format(
+          "checkpoint mismatch: parameter '{}' (size {}) is not in the checkpoint, which holds {} "
+          "parameters",
+          p.name(), p.size(), checkpoint.parameters.size()));
+    }
+    const auto saved_size = static_cast<int64_t>(it->second->values.size());
+    if (saved_size != p.size()) {
+      throw Error(
+          fmt::format("checkpoint mismatch: parameter '{}' has size {} in the checkpoint but {} "
+                      "in the model",
+                      p.name(), saved_size, p.size()));
+    }
+    sources.push_back(it->second);
+  }
+  for (const CheckpointParameter& p : checkpoint.parameters) {
+    if (given.count(p.name) == 0) {
+      throw Error(fmt::format(
+          "checkpoint mismatch: the checkpoint's parameter '{}' (size {}) is not in the model",
+          p.name, p.values.size()));
+    }
+  }
+
+  optimizer.init_state(params);
+  if (checkpoint.optimizer.step == 0 && checkpoint.optimizer.buffers.empty()) {
+    // Saved before the optimizer had any state: restore the fresh, zeroed one.
+    OptimizerState zero = optimizer.export_state();
+    zero.step = 0;
+    for (StateBuffer& b : zero.buffers) std::fill(b.values.begin(), b.values.end(), 0.0f);
+    optimizer.import_state(zero);
+  } else {
+    optimizer.import_state(checkpoint.optimizer);
+  }
+
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    if (params[i].size() > 0) {
+      std::memcpy(params[i].value(), sources[i]->values.data(),
+                  static_cast<std::size_t>(params[i].size()) * sizeof(float));
+    }
+  }
+}
+
+}  // namespace herd
