@@ -1,0 +1,307 @@
+#include "herd_train/training_loop.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "herd/checkpoint.h"
+#include "herd/distributed_optimizer.h"
+#include "herd/error.h"
+#include "herd/herd.h"
+#include "herd/lr_schedule.h"
+#include "herd/optimizer.h"
+#include "herd/sampler.h"
+#include "herd_train/batch_loader.h"
+#include "herd_train/idx_dataset.h"
+#include "herd_train/mlp.h"
+
+namespace herd_train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string join_sizes(const std::vector<int64_t>& sizes) {
+  std::string text;
+  for (int64_t s : sizes) text += (text.empty() ? "" : "-") + std::to_string(s);
+  return text;
+}
+
+// FNV-1a (64-bit) over every parameter's bytes, in parameter order.
+uint64_t parameter_checksum(const std::vector<herd::Parameter>& params) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (const herd::Parameter& p : params) {
+    const auto* bytes = reinterpret_cast<const unsigned char*>(p.value());
+    for (std::size_t i = 0; i < static_cast<std::size_t>(p.size()) * sizeof(float); ++i) {
+      hash = (hash ^ bytes[i]) * 0x100000001b3ull;
+    }
+  }
+  return hash;
+}
+
+// Sums `values` over the ranks, in place.
+void allreduce_sum(const std::string& name, std::vector<double>& values) {
+  herd::TensorView view{
+      values.data(), herd::DataType::kFloat64, {static_cast<int64_t>(values.size())}};
+  herd::allreduce(name, view, view, herd::ReduceOp::kSum);
+}
+
+herd::LrSchedule make_schedule(const TrainOptions& o, int ranks) {
+  const double base =
+      o.scale_lr ? herd::scaled_learning_rate(o.learning_rate, ranks) : o.learning_rate;
+  herd::LinearWarmup warmup;
+  if (o.warmup_epochs > 0) {
+    warmup = o.scale_lr ? herd::large_batch_warmup(ranks, o.warmup_epochs)
+                        : herd::LinearWarmup{o.warmup_epochs, 0.0};
+  }
+  if (o.lr_schedule == "cosine") {
+    herd::CosineDecay cosine;
+    cosine.base_lr = base;
+    cosine.total = std::max<double>(o.epochs, o.warmup_epochs + 1e-9);
+    cosine.warmup = warmup;
+    return cosine;
+  }
+  if (o.lr_schedule == "step") {
+    herd::StepDecay step;
+    step.base_lr = base;
+    step.step_size = o.lr_step_epochs;
+    step.gamma = o.lr_step_gamma;
+    step.warmup = warmup;
+    return step;
+  }
+  herd::ConstantLr constant;
+  constant.base_lr = base;
+  constant.warmup = warmup;
+  return constant;
+}
+
+std::unique_ptr<herd::Optimizer> make_optimizer(const TrainOptions& o) {
+  if (o.optimizer == "adam") {
+    herd::AdamOptions adam;
+    adam.lr = o.learning_rate;
+    adam.weight_decay = o.weight_decay;
+    return std::make_unique<herd::Adam>(adam);
+  }
+  herd::SGDOptions sgd;
+  sgd.lr = o.learning_rate;
+  sgd.momentum = o.momentum;
+  sgd.weight_decay = o.weight_decay;
+  return std::make_unique<herd::SGD>(sgd);
+}
+
+// A one-line progress bar on stderr, redrawn with '\r'; only when enabled
+// (rank 0, stderr a terminal, not --quiet).
+class ProgressBar {
+ public:
+  ProgressBar(bool enabled, int epoch, int64_t total)
+      : enabled_(enabled), epoch_(epoch), total_(total) {}
+  void update(int64_t done, double loss) {
+    if (!enabled_ || total_ <= 0) return;
+    const int64_t percent = done * 100 / total_;
+    if (percent == last_percent_ && done != total_) return;
+    last_percent_ = percent;
+    const int width = 30;
+    const int filled = static_cast<int>(done * width / total_);
+    std::string bar(filled, '=');
+    if (filled < width) bar += '>' + std::string(width - filled - 1, ' ');
+    std::fprintf(stderr, "\repoch %d [%s] %3" PRId64 "%% %" PRId64 "/%" PRId64 " loss %.4f", epoch_,
+                 bar.c_str(), percent, done, total_, loss);
+    std::fflush(stderr);
+  }
+  void finish() {
+    if (!enabled_) return;
+    std::fprintf(stderr, "\r\033[K");
+    std::fflush(stderr);
+  }
+
+ private:
+  bool enabled_;
+  int epoch_;
+  int64_t total_;
+  int64_t last_percent_ = -1;
+};
+
+// Fraction right on the test set: each rank predicts samples rank, rank + R,
+// ... and the counts are summed over the ranks.
+double test_accuracy(Mlp& mlp, const Dataset& test, int rank, int ranks) {
+  const int64_t chunk = 1000;
+  std::vector<float> inputs;
+  std::vector<int64_t> indices;
+  double correct = 0, count = 0;
+  for (int64_t i = rank; i < test.count; i += ranks) indices.push_back(i);
+  for (std::size_t start = 0; start < indices.size(); start += chunk) {
+    const std::size_t n = std::min<std::size_t>(chunk, indices.size() - start);
+    inputs.resize(n * test.features());
+    for (std::size_t j = 0; j < n; ++j) {
+      std::memcpy(inputs.data() + j * test.features(), test.image(indices[start + j]),
+                  test.features() * sizeof(float));
+    }
+    mlp.predict(inputs.data(), static_cast<int64_t>(n));
+    const std::vector<int> predicted = mlp.predictions();
+    for (std::size_t j = 0; j < n; ++j) {
+      if (predicted[j] == test.labels[indices[start + j]]) correct += 1;
+    }
+    count += static_cast<double>(n);
+  }
+  std::vector<double> totals = {correct, count};
+  allreduce_sum("herd_train/test_accuracy", totals);
+  return totals[1] > 0 ? totals[0] / totals[1] : 0.0;
+}
+
+}  // namespace
+
+int run_training(const TrainOptions& o) {
+  const int rank = herd::rank();
+  const int ranks = herd::size();
+  const bool print = rank == 0;
+
+  std::string dir;
+  try {
+    dir = find_fashion_mnist_dir(o.data_dir);
+  } catch (const herd::Error& e) {
+    if (print) std::fprintf(stderr, "herd-train: %s\n", e.what());
+    return kExitDataMissing;
+  }
+  const Dataset train = load_fashion_mnist(dir, Split::kTrain);
+  const Dataset test = load_fashion_mnist(dir, Split::kTest);
+
+  MlpOptions mlp_options;
+  mlp_options.sizes = {train.features()};
+  mlp_options.sizes.insert(mlp_options.sizes.end(), o.hidden.begin(), o.hidden.end());
+  mlp_options.sizes.push_back(kNumClasses);
+  mlp_options.seed = o.seed;
+  Mlp mlp(mlp_options);
+  const std::vector<herd::Parameter>& params = mlp.parameters();
+
+  std::unique_ptr<herd::Optimizer> inner = make_optimizer(o);
+  const herd::LrSchedule schedule = make_schedule(o, ranks);
+
+  int start_epoch = 0;
+  int64_t global_step = 0;
+  uint64_t data_seed = o.seed;
+  if (o.resume) {
+    const herd::Checkpoint checkpoint = herd::load_checkpoint(o.checkpoint);
+    auto found = checkpoint.metadata.find("optimizer");
+    if (found != checkpoint.metadata.end() && found->second != o.optimizer) {
+      throw herd::Error("checkpoint " + o.checkpoint + " was written with --optimizer " +
+                        found->second + ", this run has --optimizer " + o.optimizer);
+    }
+    herd::apply_checkpoint(checkpoint, params, *inner);
+    start_epoch = static_cast<int>(checkpoint.epoch);
+    global_step = checkpoint.step;
+    data_seed = checkpoint.seed;
+  }
+
+  herd::DistributedOptimizerOptions dist_options;
+  dist_options.backward_passes_per_step = o.gradient_accumulation;
+  dist_options.name_prefix = "herd_train";
+  herd::DistributedOptimizer opt(*inner, params, dist_options);
+  herd::broadcast_parameters(params, 0);
+  herd::broadcast_optimizer_state(*inner, params, 0);
+
+  herd::DistributedSampler sampler(train.count, ranks, rank, data_seed, /*shuffle=*/true,
+                                   /*drop_last=*/true);
+  int64_t steps_per_epoch = sampler.num_samples() / o.batch_size;
+  if (o.max_steps_per_epoch > 0) steps_per_epoch = std::min(steps_per_epoch, o.max_steps_per_epoch);
+  // Whole updates only, so that no accumulation straddles an epoch (or a checkpoint).
+  steps_per_epoch -= steps_per_epoch % o.gradient_accumulation;
+  if (steps_per_epoch <= 0) {
+    throw herd::Error("an epoch has no complete step: " + std::to_string(sampler.num_samples()) +
+                      " samples per rank, --batch-size " + std::to_string(o.batch_size) +
+                      ", --gradient-accumulation " + std::to_string(o.gradient_accumulation));
+  }
+
+  if (print) {
+    std::printf("herd-train: %d rank%s, Fashion-MNIST from %s: %" PRId64 " train, %" PRId64
+                " test samples\n",
+                ranks, ranks == 1 ? "" : "s", dir.c_str(), train.count, test.count);
+    std::printf("  model mlp %s, %" PRId64 " parameters in %zu tensors\n",
+                join_sizes(mlp.sizes()).c_str(), mlp.num_parameters(), params.size());
+    std::printf("%s", describe_train_options(o).c_str());
+    std::printf("  %" PRId64 " steps per epoch, global batch %" PRId64 "\n", steps_per_epoch,
+                o.batch_size * ranks * o.gradient_accumulation);
+    if (o.resume) {
+      std::printf("  resumed from %s at epoch %d (step %" PRId64 ", data seed %" PRIu64 ")\n",
+                  o.checkpoint.c_str(), start_epoch + 1, global_step, data_seed);
+    }
+    std::printf("%5s %10s %9s %12s %9s\n", "epoch", "train_loss", "test_acc", "samples/s",
+                "time_s");
+    std::fflush(stdout);
+  }
+
+  const bool progress = print && !o.quiet && isatty(STDERR_FILENO);
+  const GradMode mode = o.gradient_accumulation > 1 ? GradMode::kAccumulate : GradMode::kOverwrite;
+  const Mlp::GradHook hook = [&opt](int, const std::vector<herd::Parameter>& layer) {
+    for (const herd::Parameter& p : layer) opt.grad_ready(p);
+  };
+  mlp.zero_grad();
+
+  for (int epoch = start_epoch; epoch < o.epochs; ++epoch) {
+    const Clock::time_point epoch_start = Clock::now();
+    sampler.set_epoch(epoch);
+    const std::vector<int64_t> indices = sampler.indices();
+    ProgressBar bar(progress, epoch + 1, steps_per_epoch);
+    double loss_sum = 0;
+    // --data-threads workers gather this epoch's batches (the samples of
+    // `indices` in order, as the training thread did before) ahead of the
+    // steps, into at most 2 x data-threads buffers; next() hands them out in
+    // step order, so results do not depend on the thread count. With the data
+    // in memory this saves only the copies (a small gain). The loader joins
+    // its threads when it goes out of scope, also on an exception.
+    BatchLoader loader(train, indices, o.batch_size, steps_per_epoch, o.data_threads);
+    for (int64_t step = 0; step < steps_per_epoch; ++step) {
+      const BatchLoader::Batch& batch = loader.next();
+      const double position = epoch + static_cast<double>(step) / steps_per_epoch;
+      inner->set_learning_rate(herd::learning_rate_at(schedule, position));
+      const float loss = mlp.forward(batch.inputs.data(), batch.labels.data(), o.batch_size);
+      loss_sum += loss;
+      mlp.backward(hook, mode);
+      if (opt.step()) {
+        ++global_step;
+        if (mode == GradMode::kAccumulate) mlp.zero_grad();
+      }
+      bar.update(step + 1, loss_sum / (step + 1));
+    }
+    bar.finish();
+    const double train_seconds = seconds_since(epoch_start);
+
+    std::vector<double> loss_totals = {loss_sum, static_cast<double>(steps_per_epoch)};
+    allreduce_sum("herd_train/train_loss", loss_totals);
+    const double accuracy = test_accuracy(mlp, test, rank, ranks);
+
+    if (!o.checkpoint.empty() && rank == 0) {
+      herd::Checkpoint checkpoint =
+          herd::make_checkpoint(params, *inner, global_step, epoch + 1, data_seed);
+      checkpoint.metadata["model"] = "mlp " + join_sizes(mlp.sizes());
+      checkpoint.metadata["optimizer"] = o.optimizer;
+      herd::save_checkpoint(o.checkpoint, checkpoint);
+    }
+    const double epoch_seconds = seconds_since(epoch_start);
+    if (print) {
+      const double samples =
+          static_cast<double>(steps_per_epoch) * static_cast<double>(o.batch_size) * ranks;
+      std::printf("%5d %10.4f %8.2f%% %12.0f %9.2f\n", epoch + 1, loss_totals[0] / loss_totals[1],
+                  accuracy * 100, samples / train_seconds, epoch_seconds);
+      std::fflush(stdout);
+    }
+  }
+  // Nobody reads the checkpoint before every rank is done with this run.
+  herd::barrier();
+  if (print && o.print_checksum) {
+    std::printf("checksum: %016" PRIx64 "\n", parameter_checksum(params));
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace herd_train
