@@ -17,24 +17,9 @@ namespace {
 
 using test::OwnedParam;
 
-struct Model {
-  OwnedParam weight{"fc1.weight", {0.5f, -0.25f, 1.5f, 2.0f, -3.0f, 0.125f}};
-  OwnedParam bias{"fc1.bias", {0.1f, -0.2f}};
-  std::vector<Parameter> params() { return {weight.view(), bias.view()}; }
-  // A gradient that depends on the weights and the step, as a real one does.
-  void fill_grads(int step) {
-    for (std::size_t i = 0; i < weight.value.size(); ++i) {
-      weight.grad[i] = 0.3f * weight.value[i] - 0.01f * static_cast<float>(step * (i + 1));
-    }
-    for (std::size_t i = 0; i < bias.value.size(); ++i) {
-      bias.grad[i] = bias.value[i] + 0.05f * static_cast<float>(step);
-    }
-  }
-};
+using Model = test::TinyModel;
 
-bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
+using test::bitwise_equal;
 
 using Factory = std::function<std::unique_ptr<Optimizer>()>;
 
