@@ -44,7 +44,8 @@ int parse_train_options(int argc, char** argv, bool print, TrainOptions* options
       "across the ranks, synchronous). Default: local for 1 process, dist_sync for more")
       ->check(CLI::IsMember({"local", "dist_sync"}))
       ->default_str("local|dist_sync");
-  add(app, "--learning-rate", o.learning_rate, "Base learning rate")->check(CLI::NonNegativeNumber);
+  add(app, "--learning-rate,--lr", o.learning_rate, "Base learning rate")
+      ->check(CLI::NonNegativeNumber);
   add(app, "--batch-size", o.batch_size, "Samples per step on each rank")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   add(app, "--communication", o.communication,
