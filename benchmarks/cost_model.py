@@ -500,6 +500,19 @@ def cmd_fit(args) -> int:
     return 0
 
 
+def time_table(sizes, ranks, seconds_of) -> str:
+    """A Markdown table, a row per size and a column per rank count, of
+    seconds_of(n, p) and, in brackets, the busbw it gives."""
+    rows = []
+    for n in sizes:
+        cells = [format_size(n)]
+        for p in ranks:
+            seconds = seconds_of(n, p)
+            cells.append(f"{format_seconds(seconds)} ({busbw_gbps(n, p, seconds):.3g})")
+        rows.append(cells)
+    return markdown_table(["n \\ p"] + [str(p) for p in ranks], rows)
+
+
 def cmd_predict(args) -> int:
     params = Params(args.alpha_us * 1e-6, 8.0 / (args.link_gbits * 1e9),
                     1.0 / (args.reduce_gbps * 1e9))
@@ -520,14 +533,7 @@ def cmd_predict(args) -> int:
 
     for name, terms_of in FLAT_ALGORITHMS.items():
         print(f"\n### {name[0].upper() + name[1:]}: time (busbw GB/s), one link per rank\n")
-        rows = []
-        for n in sizes:
-            cells = [format_size(n)]
-            for p in ranks:
-                seconds = terms_of(n, p).time(params)
-                cells.append(f"{format_seconds(seconds)} ({busbw_gbps(n, p, seconds):.3g})")
-            rows.append(cells)
-        print(markdown_table(["n \\ p"] + [str(p) for p in ranks], rows))
+        print(time_table(sizes, ranks, lambda n, p, terms_of=terms_of: terms_of(n, p).time(params)))
 
     print("\n### Recursive doubling / ring crossover n*(p)\n")
     rows = []
@@ -544,14 +550,8 @@ def cmd_predict(args) -> int:
         return 0
     print(f"\n### Hierarchical (shards): time (busbw GB/s), {cluster.local_ranks} ranks per node, "
           "one network card per node\n")
-    rows = []
-    for n in sizes:
-        cells = [format_size(n)]
-        for p in cluster_ranks:
-            seconds = hierarchical_shards(n, p, params, cluster)
-            cells.append(f"{format_seconds(seconds)} ({busbw_gbps(n, p, seconds):.3g})")
-        rows.append(cells)
-    print(markdown_table(["n \\ p"] + [str(p) for p in cluster_ranks], rows))
+    print(time_table(sizes, cluster_ranks,
+                     lambda n, p: hierarchical_shards(n, p, params, cluster)))
 
     print("\n### Fastest on the cluster: the algorithm and its time\n")
     print("RD: recursive doubling; hier: hierarchical (shards); leaders: hierarchical "

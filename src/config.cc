@@ -99,27 +99,26 @@ struct Setting {
 constexpr int64_t kMaxCacheCapacity = int64_t{1} << 20;
 constexpr int64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
 
+// The parser of a size in bytes, 0 allowed, stored in config->*Field.
+template <int64_t Config::*Field>
+Status parse_non_negative_bytes(const char* variable, std::string_view text, Config* config) {
+  auto value = parse_integer(text, 0, kMaxInt64);
+  if (!value) return bad_value(variable, text, "a non-negative integer (bytes)");
+  config->*Field = *value;
+  return Status::ok();
+}
+
 // The one list of settings, in the order docs/configuration.md shows them.
 const std::array<Setting, 9> kSettings = {{
     {"HERD_FUSION_THRESHOLD", "4194304",
      "Most bytes packed into one fusion buffer; 0 turns fusion off, so every "
      "tensor is reduced on its own.",
-     [](const char* variable, std::string_view text, Config* config) {
-       auto value = parse_integer(text, 0, kMaxInt64);
-       if (!value) return bad_value(variable, text, "a non-negative integer (bytes)");
-       config->fusion_threshold_bytes = *value;
-       return Status::ok();
-     }},
+     &parse_non_negative_bytes<&Config::fusion_threshold_bytes>},
     {"HERD_FUSION_MAX_TENSOR_BYTES", "262144",
      "A tensor larger than this many bytes is reduced on its own, straight "
      "from its input to its output, rather than copied into and out of a "
      "fusion buffer; 0 puts no limit on the tensors fused.",
-     [](const char* variable, std::string_view text, Config* config) {
-       auto value = parse_integer(text, 0, kMaxInt64);
-       if (!value) return bad_value(variable, text, "a non-negative integer (bytes)");
-       config->fusion_max_tensor_bytes = *value;
-       return Status::ok();
-     }},
+     &parse_non_negative_bytes<&Config::fusion_max_tensor_bytes>},
     {"HERD_CYCLE_TIME", "100",
      "Longest an idle background thread sleeps between two agreement rounds, in "
      "milliseconds (a decimal such as 0.5 is allowed). A submitted tensor is taken "

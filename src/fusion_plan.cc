@@ -11,6 +11,8 @@
 // their first member, so the result needs no sorting.
 #include "src/fusion_plan.h"
 
+#include <algorithm>
+
 namespace herd::detail {
 namespace {
 
@@ -32,10 +34,12 @@ std::vector<FusionGroup> plan_fusion(const std::vector<Response>& responses,
   // Few kinds are live at once (usually one), so a linear scan beats a map.
   std::vector<OpenGroup> open;
   const std::size_t threshold = threshold_bytes > 0 ? static_cast<std::size_t>(threshold_bytes) : 0;
-  // A tensor above this reduces faster alone: packing it costs two copies
-  // of its bytes, more than the fixed cost of a collective of its own.
-  const std::size_t max_tensor =
-      max_tensor_bytes > 0 ? static_cast<std::size_t>(max_tensor_bytes) : threshold;
+  // The largest tensor that joins a group: one above max_tensor_bytes
+  // reduces faster alone, since packing it costs two copies of its bytes,
+  // more than the fixed cost of a collective of its own.
+  const std::size_t largest_fused =
+      max_tensor_bytes > 0 ? std::min(threshold, static_cast<std::size_t>(max_tensor_bytes))
+                           : threshold;
 
   for (std::size_t i = 0; i < responses.size(); ++i) {
     const Response& response = responses[i];
@@ -43,7 +47,7 @@ std::vector<FusionGroup> plan_fusion(const std::vector<Response>& responses,
     const std::size_t bytes = response.num_bytes();
 
     // Only plain allreduces fuse; every other collective runs on its own.
-    if (threshold == 0 || bytes > threshold || bytes > max_tensor ||
+    if (bytes > largest_fused || threshold == 0 ||
         response.collective != CollectiveType::kAllreduce) {
       groups.push_back({{i}, bytes});
       continue;

@@ -30,6 +30,7 @@
 #include <chrono>
 #include <deque>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -268,17 +269,21 @@ Status MpiTransfer::wait() {
   constexpr std::chrono::microseconds kPollBeforeYield{20};
   if (waited_) return status_;
   waited_ = true;
-  auto last_moved = std::chrono::steady_clock::now();
+  // When the current run of fruitless polls began; the clock is read only
+  // on polls that move nothing, which are waiting anyway.
+  std::optional<std::chrono::steady_clock::time_point> idle_since;
   while (!finished()) {
     bool moved = send_queues_.progress();
     if (direction_ == Direction::kReceive) {
       while (has_piece_in_flight() && complete_next_piece()) moved = true;
     }
-    if (moved) {
-      last_moved = std::chrono::steady_clock::now();
-    } else if (!finished() && std::chrono::steady_clock::now() - last_moved > kPollBeforeYield) {
-      std::this_thread::yield();
+    if (moved || finished()) {
+      idle_since.reset();
+      continue;
     }
+    const auto now = std::chrono::steady_clock::now();
+    if (!idle_since) idle_since = now;
+    if (now - *idle_since > kPollBeforeYield) std::this_thread::yield();
   }
   send_queues_.remove(this);
   return status_;
