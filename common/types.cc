@@ -11,6 +11,7 @@ std::size_t element_size(DataType dtype) {
   switch (dtype) {
     case DataType::kUInt8:
     case DataType::kInt8: return 1;
+    case DataType::kInt16:
     case DataType::kFloat16:
     case DataType::kBFloat16: return 2;
     case DataType::kInt32:
@@ -25,6 +26,7 @@ std::string to_string(DataType dtype) {
   switch (dtype) {
     case DataType::kUInt8: return "uint8";
     case DataType::kInt8: return "int8";
+    case DataType::kInt16: return "int16";
     case DataType::kInt32: return "int32";
     case DataType::kInt64: return "int64";
     case DataType::kFloat16: return "float16";

@@ -61,6 +61,7 @@ void fill_identity(void* buf, int64_t count, DataType dtype, ReduceOp op) {
   switch (dtype) {
     case DataType::kUInt8: return fill(buf, count, identity_of<uint8_t>(op));
     case DataType::kInt8: return fill(buf, count, identity_of<int8_t>(op));
+    case DataType::kInt16: return fill(buf, count, identity_of<int16_t>(op));
     case DataType::kInt32: return fill(buf, count, identity_of<int32_t>(op));
     case DataType::kInt64: return fill(buf, count, identity_of<int64_t>(op));
     case DataType::kFloat32: return fill(buf, count, identity_of<float>(op));

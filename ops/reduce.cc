@@ -72,19 +72,24 @@ constexpr bool kIsHalfFormat =
 
 // The type sums and products of T are computed in: the unsigned type of the
 // same width for integers (defined wraparound), T itself for floating point.
-// uint8_t operands promote to int before multiplying, and 255 * 255 fits, so
-// no product below overflows a signed int either.
+// Operands narrower than int promote to (signed) int: a uint8_t sum or
+// product and a uint16_t sum fit, but 65535 * 65535 does not, so products of
+// the narrow types are taken in unsigned int (ProductType) and truncated back,
+// which keeps the same result modulo 2^bits.
 template <typename T>
 using WrapType = typename std::conditional_t<std::is_integral_v<T>, std::make_unsigned<T>,
                                              std::common_type<T>>::type;
+template <typename Wide>
+using ProductType =
+    std::conditional_t<std::is_integral_v<Wide> && sizeof(Wide) < sizeof(unsigned), unsigned, Wide>;
 
 // dst = a <op> b for a native arithmetic type; dst may be a or b (each
 // element is read before it is written). kAverage never reaches here; the
 // dispatch folds it into kSum.
 //
 // Eigen vectorizes the float and double paths and int32 min/max. It has no
-// SSE packets for the unsigned types used for wrapping sums, nor for 8- and
-// 64-bit integers, so those run as plain loops; integer reductions are rare
+// SSE packets for the unsigned types used for wrapping sums, nor for 8-, 16-
+// and 64-bit integers, so those run as plain loops; integer reductions are rare
 // in training traffic and correctness without UB comes first.
 template <ReduceOp kOp, typename T>
 void reduce_array(T* dst, const T* a, const T* b, int64_t count) {
@@ -97,8 +102,11 @@ void reduce_array(T* dst, const T* a, const T* b, int64_t count) {
     ConstArrayMap<Wide> y(reinterpret_cast<const Wide*>(b), count);
     if constexpr (kOp == ReduceOp::kSum) {
       d = x + y;
-    } else {
+    } else if constexpr (std::is_same_v<ProductType<Wide>, Wide>) {
       d = x * y;
+    } else {
+      using Product = ProductType<Wide>;
+      d = (x.template cast<Product>() * y.template cast<Product>()).template cast<Wide>();
     }
   } else {
     static_assert(kOp == ReduceOp::kMin || kOp == ReduceOp::kMax);
@@ -163,6 +171,7 @@ KernelFn select_kernel(DataType dtype, ReduceOp op) {
   switch (dtype) {
     case DataType::kUInt8: return select_for_op<uint8_t>(op);
     case DataType::kInt8: return select_for_op<int8_t>(op);
+    case DataType::kInt16: return select_for_op<int16_t>(op);
     case DataType::kInt32: return select_for_op<int32_t>(op);
     case DataType::kInt64: return select_for_op<int64_t>(op);
     case DataType::kFloat16: return select_for_op<Float16Format>(op);
@@ -244,6 +253,7 @@ void scale(void* buf, int64_t count, DataType dtype, double factor) {
   switch (dtype) {
     case DataType::kUInt8: return scale_integer(static_cast<uint8_t*>(buf), count, factor);
     case DataType::kInt8: return scale_integer(static_cast<int8_t*>(buf), count, factor);
+    case DataType::kInt16: return scale_integer(static_cast<int16_t*>(buf), count, factor);
     case DataType::kInt32: return scale_integer(static_cast<int32_t*>(buf), count, factor);
     case DataType::kInt64: return scale_integer(static_cast<int64_t*>(buf), count, factor);
     case DataType::kFloat16:
@@ -267,6 +277,7 @@ void divide(void* buf, int64_t count, DataType dtype, int64_t divisor) {
   switch (dtype) {
     case DataType::kUInt8: return divide_integer(static_cast<uint8_t*>(buf), count, divisor);
     case DataType::kInt8: return divide_integer(static_cast<int8_t*>(buf), count, divisor);
+    case DataType::kInt16: return divide_integer(static_cast<int16_t*>(buf), count, divisor);
     case DataType::kInt32: return divide_integer(static_cast<int32_t*>(buf), count, divisor);
     case DataType::kInt64: return divide_integer(static_cast<int64_t*>(buf), count, divisor);
     case DataType::kFloat16:

@@ -12,6 +12,7 @@ packages=(
   libeigen3-dev libfmt-dev catch2 libcli11-dev nlohmann-json3-dev
   libbenchmark-dev python3-matplotlib python3-numpy python3-pytest
   zlib1g-dev dataset-fashion-mnist
+  pybind11-dev python3-dev python3-torch python3-venv python3-setuptools python3-wheel
 )
 
 if ! command -v dpkg-query >/dev/null 2>&1; then

@@ -87,6 +87,21 @@ int local_size() {
   return running("local_size").local_size();
 }
 
+int cross_rank() {
+  std::shared_lock<std::shared_mutex> lock(g_runtime_mutex);
+  return running("cross_rank").cross_rank();
+}
+
+int cross_size() {
+  std::shared_lock<std::shared_mutex> lock(g_runtime_mutex);
+  return running("cross_size").cross_size();
+}
+
+bool mpi_threads_supported() {
+  std::shared_lock<std::shared_mutex> lock(g_runtime_mutex);
+  return running("mpi_threads_supported").mpi_threads_supported();
+}
+
 Handle allreduce_async(const std::string& name, TensorView input, TensorView output, ReduceOp op,
                        double prescale, double postscale, const ProcessSet& process_set) {
   std::shared_lock<std::shared_mutex> lock(g_runtime_mutex);

@@ -28,6 +28,10 @@ namespace herd::detail {
 namespace {
 
 constexpr uint8_t kFormatVersion = 2;
+// The last DataType: a dtype travels as its enumerator's value, and new types
+// are appended to the enum (kInt16 last), so the bytes of the others never
+// change.
+constexpr DataType kLastDataType = DataType::kInt16;
 constexpr uint8_t kRequestListKind = 'Q';
 constexpr uint8_t kResponseListKind = 'R';
 
@@ -334,7 +338,7 @@ Status decode(const uint8_t* data, std::size_t size, RequestList* list) {
     r.rank = in.i32();
     r.type = in.enumerator("collective", kLastCollectiveType);
     r.name = in.string();
-    r.dtype = in.enumerator("dtype", DataType::kFloat64);
+    r.dtype = in.enumerator("dtype", kLastDataType);
     r.op = in.enumerator("op", ReduceOp::kProduct);
     r.prescale = in.f64();
     r.postscale = in.f64();
@@ -361,7 +365,7 @@ Status decode(const uint8_t* data, std::size_t size, ResponseList* list) {
     r.type = in.enumerator("response type", ResponseType::kError);
     r.collective = in.enumerator("collective", kLastCollectiveType);
     r.name = in.string();
-    r.dtype = in.enumerator("dtype", DataType::kFloat64);
+    r.dtype = in.enumerator("dtype", kLastDataType);
     r.op = in.enumerator("op", ReduceOp::kProduct);
     r.prescale = in.f64();
     r.postscale = in.f64();

@@ -133,6 +133,7 @@ std::unique_ptr<Runtime> Runtime::start(const Config& config) {
     check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
     runtime->owns_mpi_ = true;
   }
+  runtime->thread_level_ = provided;
   if (provided < MPI_THREAD_MULTIPLE) {
     const std::string message = fmt::format(
         "herd::init: MPI provides {}, but herd's background thread calls MPI while the program "
@@ -152,6 +153,13 @@ std::unique_ptr<Runtime> Runtime::start(const Config& config) {
   MPI_Comm_rank(local_comm, &runtime->local_rank_);
   MPI_Comm_size(local_comm, &runtime->local_size_);
   MPI_Comm_free(&local_comm);
+  // The ranks with the same local rank, one per machine, ordered by rank.
+  MPI_Comm cross_comm;
+  check_mpi(MPI_Comm_split(MPI_COMM_WORLD, runtime->local_rank_, runtime->rank_, &cross_comm),
+            "MPI_Comm_split (cross)");
+  MPI_Comm_rank(cross_comm, &runtime->cross_rank_);
+  MPI_Comm_size(cross_comm, &runtime->cross_size_);
+  MPI_Comm_free(&cross_comm);
 
   check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &runtime->registry_comm_), "MPI_Comm_dup");
   logging::set_rank(runtime->rank_);
@@ -182,9 +190,11 @@ std::unique_ptr<Runtime> Runtime::start(const Config& config) {
     }
   }
   HERD_LOG(kInfo,
-           "started: rank {} of {}, local rank {} of {}, fusion threshold {} bytes, cycle {} ms",
+           "started: rank {} of {}, local rank {} of {}, cross rank {} of {}, fusion threshold {} "
+           "bytes, cycle {} ms",
            runtime->rank_, runtime->size_, runtime->local_rank_, runtime->local_size_,
-           config.fusion_threshold_bytes, config.cycle_time_ms);
+           runtime->cross_rank_, runtime->cross_size_, config.fusion_threshold_bytes,
+           config.cycle_time_ms);
   return runtime;
 }
 

@@ -46,6 +46,9 @@ class Runtime {
   int size() const { return size_; }
   int local_rank() const { return local_rank_; }
   int local_size() const { return local_size_; }
+  int cross_rank() const { return cross_rank_; }
+  int cross_size() const { return cross_size_; }
+  bool mpi_threads_supported() const { return thread_level_ == MPI_THREAD_MULTIPLE; }
 
   // Collective over every rank of the job, called in the same order
   // everywhere; see include/herd/herd.h.
@@ -97,6 +100,10 @@ class Runtime {
   int size_ = 1;
   int local_rank_ = 0;
   int local_size_ = 1;
+  // Among the ranks of the same local_rank_ (MPI_Comm_split by local rank).
+  int cross_rank_ = 0;
+  int cross_size_ = 1;
+  int thread_level_ = MPI_THREAD_SINGLE;  // as MPI provides it
   // Used only by the thread that adds and removes process sets.
   MPI_Comm registry_comm_ = MPI_COMM_NULL;
   std::map<int, std::vector<int>> set_ranks_;                    // every set of the job, by id

@@ -34,6 +34,7 @@ int64_t largest_exact_integer(DataType dtype) {
   switch (dtype) {
     case DataType::kUInt8: return 255;
     case DataType::kInt8: return 127;
+    case DataType::kInt16: return INT16_MAX;
     case DataType::kInt32: return INT32_MAX;
     case DataType::kFloat16: return 2048;
     case DataType::kBFloat16: return 256;
@@ -73,8 +74,9 @@ int64_t count_mismatches(DataType dtype, const void* data, int64_t count, Expect
 //   product:       1 or 2 by the parity of base + rank -> a power of two
 // Every partial sum is at most the full one, p(p+7) for the average (the
 // largest), so the results are exact with up to 8 ranks in int8, 12 in uint8
-// and bfloat16 (integers up to 256), 41 in float16 and far more in the wider
-// types; the product 2^ceil(p/2) fits int8 up to 12 ranks.
+// and bfloat16 (integers up to 256), 41 in float16, 177 in int16 and far more
+// in the wider types; the product 2^ceil(p/2) fits int8 up to 12 ranks and
+// int16 up to 28.
 double input_value(ReduceOp op, int rank, int64_t i) {
   const int64_t base = i % kPeriod;
   switch (op) {
@@ -105,6 +107,7 @@ bool is_supported(DataType dtype) {
   switch (dtype) {
     case DataType::kUInt8:
     case DataType::kInt8:
+    case DataType::kInt16:
     case DataType::kInt32:
     case DataType::kInt64:
     case DataType::kFloat16:
@@ -119,6 +122,7 @@ double load(DataType dtype, const void* data, int64_t i) {
   switch (dtype) {
     case DataType::kUInt8: return static_cast<const uint8_t*>(data)[i];
     case DataType::kInt8: return static_cast<const int8_t*>(data)[i];
+    case DataType::kInt16: return static_cast<const int16_t*>(data)[i];
     case DataType::kInt32: return static_cast<const int32_t*>(data)[i];
     case DataType::kInt64: return static_cast<double>(static_cast<const int64_t*>(data)[i]);
     case DataType::kFloat16: return ops::float16_to_float(static_cast<const uint16_t*>(data)[i]);
@@ -133,6 +137,7 @@ void store(DataType dtype, void* data, int64_t i, double value) {
   switch (dtype) {
     case DataType::kUInt8: static_cast<uint8_t*>(data)[i] = static_cast<uint8_t>(value); return;
     case DataType::kInt8: static_cast<int8_t*>(data)[i] = static_cast<int8_t>(value); return;
+    case DataType::kInt16: static_cast<int16_t*>(data)[i] = static_cast<int16_t>(value); return;
     case DataType::kInt32: static_cast<int32_t*>(data)[i] = static_cast<int32_t>(value); return;
     case DataType::kInt64: static_cast<int64_t*>(data)[i] = static_cast<int64_t>(value); return;
     case DataType::kFloat16:

@@ -46,8 +46,8 @@ void add_size_option(CLI::App& command, const std::string& flags, int64_t& bytes
 void add_dtype_option(CLI::App& command, DataType& dtype) {
   std::map<std::string, DataType> dtypes;
   for (DataType d :
-       {DataType::kUInt8, DataType::kInt8, DataType::kInt32, DataType::kInt64, DataType::kFloat16,
-        DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64}) {
+       {DataType::kUInt8, DataType::kInt8, DataType::kInt16, DataType::kInt32, DataType::kInt64,
+        DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64}) {
     dtypes[to_string(d)] = d;
   }
   add_enum_option(command, "-d,--datatype", dtype, "Element type", dtypes);

@@ -35,6 +35,14 @@ int size();
 // Rank and number of ranks on this machine.
 int local_rank();
 int local_size();
+// Rank and number of ranks among the ranks with this rank's local_rank(), one
+// per machine when every machine runs the same number of ranks: cross_size()
+// is then the number of machines and cross_rank() this machine's index.
+int cross_rank();
+int cross_size();
+// True when MPI provides MPI_THREAD_MULTIPLE (the level init() found or
+// asked for), so that the program may call MPI from any thread.
+bool mpi_threads_supported();
 
 // Reduces `input` across all ranks into `output` under the name `name`, which
 // must be submitted on every rank with the same shape, dtype, op and scales.

@@ -10,6 +10,8 @@
 
 namespace herd {
 
+// The enumerators' values are part of the negotiation wire format
+// (src/message.cc): a new type is appended, never inserted.
 enum class DataType {
   kUInt8,
   kInt8,
@@ -19,6 +21,7 @@ enum class DataType {
   kBFloat16,
   kFloat32,
   kFloat64,
+  kInt16,
 };
 
 // kAverage is a sum followed by a division by the number of ranks taking part

@@ -115,6 +115,7 @@ std::string dtype_name(DataType dtype) {
   switch (dtype) {
     case DataType::kUInt8: return "uint8";
     case DataType::kInt8: return "int8";
+    case DataType::kInt16: return "int16";
     case DataType::kInt32: return "int32";
     case DataType::kInt64: return "int64";
     case DataType::kFloat16: return "float16";
@@ -157,14 +158,15 @@ std::string double_string(double value) {
 // --- dtypes -----------------------------------------------------------------
 
 bool is_integer(DataType dtype) {
-  return dtype == DataType::kUInt8 || dtype == DataType::kInt8 || dtype == DataType::kInt32 ||
-         dtype == DataType::kInt64;
+  return dtype == DataType::kUInt8 || dtype == DataType::kInt8 || dtype == DataType::kInt16 ||
+         dtype == DataType::kInt32 || dtype == DataType::kInt64;
 }
 
 std::size_t dtype_bytes(DataType dtype) {
   switch (dtype) {
     case DataType::kUInt8:
     case DataType::kInt8: return 1;
+    case DataType::kInt16:
     case DataType::kFloat16:
     case DataType::kBFloat16: return 2;
     case DataType::kInt32:
@@ -179,6 +181,7 @@ int64_t int_min(DataType dtype) {
   switch (dtype) {
     case DataType::kUInt8: return 0;
     case DataType::kInt8: return -128;
+    case DataType::kInt16: return std::numeric_limits<int16_t>::min();
     case DataType::kInt32: return std::numeric_limits<int32_t>::min();
     default: return std::numeric_limits<int64_t>::min();
   }
@@ -188,9 +191,20 @@ int64_t int_max(DataType dtype) {
   switch (dtype) {
     case DataType::kUInt8: return 255;
     case DataType::kInt8: return 127;
+    case DataType::kInt16: return std::numeric_limits<int16_t>::max();
     case DataType::kInt32: return std::numeric_limits<int32_t>::max();
     default: return std::numeric_limits<int64_t>::max();
   }
+}
+
+int64_t wrap_integer(DataType dtype, uint64_t value) {
+  const int bits = static_cast<int>(dtype_bytes(dtype)) * 8;
+  // Modular for int64 too: C++20's rule, which GCC and Clang already follow.
+  if (bits == 64) return static_cast<int64_t>(value);
+  const uint64_t modulus = uint64_t{1} << bits;
+  const int64_t low = static_cast<int64_t>(value % modulus);
+  if (dtype == DataType::kUInt8) return low;
+  return low > int_max(dtype) ? low - static_cast<int64_t>(modulus) : low;
 }
 
 namespace {
@@ -289,6 +303,7 @@ void store_int(DataType dtype, void* data, int64_t index, int64_t value) {
   switch (dtype) {
     case DataType::kUInt8: *at<uint8_t>(data, index) = static_cast<uint8_t>(value); break;
     case DataType::kInt8: *at<int8_t>(data, index) = static_cast<int8_t>(value); break;
+    case DataType::kInt16: *at<int16_t>(data, index) = static_cast<int16_t>(value); break;
     case DataType::kInt32: *at<int32_t>(data, index) = static_cast<int32_t>(value); break;
     default: *at<int64_t>(data, index) = value; break;
   }
@@ -298,6 +313,7 @@ int64_t load_int(DataType dtype, const void* data, int64_t index) {
   switch (dtype) {
     case DataType::kUInt8: return get<uint8_t>(data, index);
     case DataType::kInt8: return get<int8_t>(data, index);
+    case DataType::kInt16: return get<int16_t>(data, index);
     case DataType::kInt32: return get<int32_t>(data, index);
     case DataType::kInt64: return get<int64_t>(data, index);
     default: test_bug("load_int of " + dtype_name(dtype));
@@ -410,6 +426,7 @@ ReduceRange reduce_range(const ReduceSpec& s, int size) {
   switch (s.dtype) {
     case DataType::kUInt8: return minmax ? ReduceRange{0, 255, 1} : ReduceRange{0, 255 / size, 1};
     case DataType::kInt8: return minmax ? ReduceRange{-128, 127, 1} : symmetric(127, 1);
+    case DataType::kInt16: return minmax ? ReduceRange{-32768, 32767, 1} : symmetric(32767, 1);
     case DataType::kInt32:
       return minmax ? ReduceRange{int_min(s.dtype), int_max(s.dtype), 1}
                     : symmetric(int64_t{1} << 30, 1);
@@ -513,6 +530,31 @@ bool shutdown_herd(const Recorder& rec) {
     return false;
   }
   return true;
+}
+
+void expect_throws(Recorder& rec, const std::string& case_name, const std::string& what,
+                   const std::function<void()>& call) {
+  try {
+    call();
+    rec.fail(case_name, what + " did not throw");
+  } catch (const herd::Error&) {
+    rec.pass();
+  } catch (const std::exception& e) {
+    rec.fail(case_name, what + " threw a non-herd::Error: " + e.what());
+  }
+}
+
+int finish_program_owned_mpi(Recorder& rec) {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) {
+    // herd finalized an MPI it did not own; nothing collective is left to do.
+    rec.fail("shutdown", "herd::shutdown finalized the program's MPI");
+    return rec.finish();
+  }
+  const int code = rec.finish();
+  MPI_Finalize();
+  return code;
 }
 
 }  // namespace herd_test

@@ -52,6 +52,16 @@ class Recorder {
   long long failed_ = 0;
 };
 
+// Records a pass if `call` throws herd::Error, a failure naming `what`
+// otherwise (no exception, or another type).
+void expect_throws(Recorder& rec, const std::string& case_name, const std::string& what,
+                   const std::function<void()>& call);
+
+// The end of a test program that initialized MPI itself before herd::init:
+// fails if herd::shutdown finalized that MPI (then judges this rank alone),
+// else gathers the verdict and finalizes. Returns the exit code.
+int finish_program_owned_mpi(Recorder& rec);
+
 // One case of element-by-element comparisons. Call mismatch() for each wrong
 // element; done() (or the destructor) records the case as passed or failed.
 class CaseCheck {
@@ -90,6 +100,10 @@ std::size_t dtype_bytes(herd::DataType dtype);
 // Range of an integer dtype.
 int64_t int_min(herd::DataType dtype);
 int64_t int_max(herd::DataType dtype);
+// `value` modulo 2^bits of the integer dtype, as the dtype reads it (two's
+// complement for the signed types): what a wrapping sum or product computed
+// in uint64_t leaves in the dtype.
+int64_t wrap_integer(herd::DataType dtype, uint64_t value);
 
 // float16 (IEEE binary16) and bfloat16 bits. encode_* abort on a value the
 // format cannot hold exactly: that is a bug in the test, not in herd.

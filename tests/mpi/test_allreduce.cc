@@ -1,7 +1,8 @@
 // Multi-rank test of herd::allreduce through the whole runtime.
 //
 // Sweeps every dtype x op x count {0, 1, 7, 1023, 2^20+3} x in place or not,
-// plus prescale/postscale cases, submitting a whole round asynchronously in a
+// plus prescale/postscale cases and integer sums, averages and products that
+// overflow and must wrap around (two's complement), submitting a whole round asynchronously in a
 // per-rank random order and then waiting for all of it (negotiation and
 // fusion see many names at once). The sweep runs twice under the same names
 // (the second round replays the response cache; it leaves out 2^20+3, which
@@ -9,7 +10,8 @@
 // of their own in random order, 3 steps with the same names.
 //
 // Inputs differ by rank, tensor and round, and are chosen so that every
-// partial result is exact in the dtype; the expected value of each element is
+// partial result is exact in the dtype (except the wrap cases, whose
+// expected values wrap in uint64_t and then in the dtype); the expected value of each element is
 // computed here by folding the simulated ranks in int64_t or double, never
 // through herd. Run by ctest under mpiexec at 1..4 ranks and HERD_* settings.
 #include <mpi.h>
@@ -33,9 +35,10 @@ using herd::DataType;
 using herd::ReduceOp;
 using namespace herd_test;
 
-constexpr DataType kDtypes[] = {DataType::kUInt8,   DataType::kInt8,    DataType::kInt32,
-                                DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16,
-                                DataType::kFloat32, DataType::kFloat64};
+constexpr DataType kDtypes[] = {DataType::kUInt8,    DataType::kInt8,    DataType::kInt16,
+                                DataType::kInt32,    DataType::kInt64,   DataType::kFloat16,
+                                DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64};
+constexpr int kNumDtypes = sizeof(kDtypes) / sizeof(kDtypes[0]);
 constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
                              ReduceOp::kProduct};
 constexpr int64_t kLargeCount = (int64_t{1} << 20) + 3;
@@ -53,6 +56,7 @@ struct Spec {
   bool in_place = false;
   double prescale = 1.0;
   double postscale = 1.0;
+  bool wrap = false;  // integer inputs near the type's limits (wrap_k), so results overflow
   uint64_t salt = 0;  // varies the data by tensor and round
 
   int64_t count() const {
@@ -86,6 +90,7 @@ Range input_range(const Spec& s, int size) {
   switch (s.dtype) {
     case DataType::kUInt8: return minmax ? Range{0, 255, 1} : Range{0, 255 / size, 1};
     case DataType::kInt8: return minmax ? Range{-128, 127, 1} : symmetric(127, 1);
+    case DataType::kInt16: return minmax ? Range{INT16_MIN, INT16_MAX, 1} : symmetric(INT16_MAX, 1);
     case DataType::kInt32:
       return minmax ? Range{INT32_MIN, INT32_MAX, 1} : symmetric(int64_t{1} << 30, 1);
     case DataType::kInt64:
@@ -99,9 +104,19 @@ Range input_range(const Spec& s, int size) {
   return Range{0, 0, 1};
 }
 
+// A wrap case's input: within 6 of the type's largest value at even indices
+// and of its lowest at odd ones (uint8: always near 255), so that any two
+// ranks' sum, and product, overflow the type.
+int64_t wrap_k(const Spec& s, int rank, int64_t index) {
+  const int64_t d = (index + rank) % 7;
+  if (index % 2 == 0 || s.dtype == DataType::kUInt8) return int_max(s.dtype) - d;
+  return int_min(s.dtype) + d;
+}
+
 // The integer k of element `index` on `rank`. Products use +-1 and +-2
 // (unsigned: 1 and 2), the 2s only while 2^size fits in int8.
 int64_t input_k(const Spec& s, const Range& range, int rank, int size, int64_t index) {
+  if (s.wrap) return wrap_k(s, rank, index);
   const uint64_t h = mix64(s.salt * 0x100000001b3ULL + static_cast<uint64_t>(rank) * 0x51ed2705ULL +
                            static_cast<uint64_t>(index) * 0x2545f491ULL);
   if (s.op == ReduceOp::kProduct) {
@@ -114,6 +129,17 @@ int64_t input_k(const Spec& s, const Range& range, int rank, int size, int64_t i
 }
 
 int64_t expected_int(const Spec& s, const Range& range, int size, int64_t index) {
+  if (s.wrap) {
+    // Sum or product modulo 2^64, then modulo 2^bits of the dtype (which
+    // divides 2^64); an average divides the wrapped sum, truncating.
+    uint64_t acc = 0;
+    for (int r = 0; r < size; ++r) {
+      const auto v = static_cast<uint64_t>(wrap_k(s, r, index));
+      acc = r == 0 ? v : (s.op == ReduceOp::kProduct ? acc * v : acc + v);
+    }
+    const int64_t wrapped = wrap_integer(s.dtype, acc);
+    return s.op == ReduceOp::kAverage ? wrapped / size : wrapped;
+  }
   int64_t acc = 0;
   for (int r = 0; r < size; ++r) {
     const int64_t v = scale_integer(s.dtype, input_k(s, range, r, size, index), s.prescale);
@@ -311,13 +337,34 @@ std::vector<Spec> scale_specs(int round) {
   return specs;
 }
 
+// Integer sums, averages and products whose inputs lie next to the type's
+// limits: on 2 or more ranks every element overflows and must wrap.
+std::vector<Spec> wrap_specs(int round) {
+  std::vector<Spec> specs;
+  for (DataType dtype : kDtypes) {
+    if (!is_integer(dtype)) continue;
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kProduct}) {
+      Spec s;
+      s.name = "wrap/" + dtype_name(dtype) + "/" + op_name(op);
+      s.dtype = dtype;
+      s.op = op;
+      s.wrap = true;
+      s.in_place = specs.size() % 2 == 0;
+      s.shape = shape_of(1023);
+      s.salt = (3000 + specs.size()) * 16 + static_cast<uint64_t>(round);
+      specs.push_back(s);
+    }
+  }
+  return specs;
+}
+
 // Thread `thread`'s 25 names; the same signatures at every step, new data.
 std::vector<Spec> thread_specs(int thread, int step) {
   std::vector<Spec> specs;
   for (int k = 0; k < kTensorsPerThread; ++k) {
     Spec s;
     s.name = "thread" + std::to_string(thread) + "/tensor" + std::to_string(k);
-    s.dtype = kDtypes[(k + thread) % 8];
+    s.dtype = kDtypes[(k + thread) % kNumDtypes];
     s.op = kOps[(k / 3 + thread) % 5];
     s.shape = shape_of(kThreadCounts[k % 5]);
     s.in_place = (k + thread) % 2 == 0;
@@ -384,6 +431,8 @@ int main() {
       std::vector<Spec> specs = sweep_specs(round, round == 1);
       std::vector<Spec> scaled = scale_specs(round);
       specs.insert(specs.end(), scaled.begin(), scaled.end());
+      std::vector<Spec> wrapping = wrap_specs(round);
+      specs.insert(specs.end(), wrapping.begin(), wrapping.end());
       run_batch(specs, rng, "round" + std::to_string(round), rec, true);
     }
     std::vector<std::thread> threads;

@@ -40,9 +40,9 @@ using herd::ReduceOp;
 using namespace herd_test;
 using Shape = std::vector<int64_t>;
 
-constexpr DataType kDtypes[] = {DataType::kUInt8,   DataType::kInt8,    DataType::kInt32,
-                                DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16,
-                                DataType::kFloat32, DataType::kFloat64};
+constexpr DataType kDtypes[] = {DataType::kUInt8,    DataType::kInt8,    DataType::kInt16,
+                                DataType::kInt32,    DataType::kInt64,   DataType::kFloat16,
+                                DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64};
 constexpr int64_t kLarge = (int64_t{1} << 20) + 3;
 
 struct Job {
@@ -63,6 +63,7 @@ double element(DataType dtype, uint64_t salt, int rank, int64_t index) {
   switch (dtype) {
     case DataType::kUInt8: return k + 48;
     case DataType::kInt8: return k;
+    case DataType::kInt16: return k + rank * 128.0;
     case DataType::kInt32: return k + rank * 1048576.0;
     case DataType::kInt64: return k + rank * 1099511627776.0;
     case DataType::kFloat16:
@@ -378,7 +379,8 @@ void test_reducescatter(Job& job) {
   uint64_t salt = 3000;
   std::vector<int64_t> row_counts = {0, 1, 7, 1000};  // and p - 1 (fewer rows than ranks)
   if (p > 2) row_counts.push_back(p - 1);
-  for (DataType dtype : {DataType::kFloat32, DataType::kInt32, DataType::kFloat16}) {
+  for (DataType dtype :
+       {DataType::kFloat32, DataType::kInt32, DataType::kFloat16, DataType::kInt16}) {
     for (ReduceOp op :
          {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
       for (int64_t rows : row_counts) {

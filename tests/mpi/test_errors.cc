@@ -297,14 +297,5 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     rec.fail("main", std::string("threw: ") + e.what());
   }
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (finalized) {
-    // herd finalized an MPI it did not own; nothing collective is left to do.
-    rec.fail("shutdown", "herd::shutdown finalized the program's MPI");
-    return rec.finish();
-  }
-  const int code = rec.finish();
-  MPI_Finalize();
-  return code;
+  return finish_program_owned_mpi(rec);
 }

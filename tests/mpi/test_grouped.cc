@@ -191,8 +191,8 @@ std::vector<Group> batch_groups(uint64_t step) {
   std::vector<Group> groups;
   groups.push_back(make_group("mixed_sizes", ReduceOp::kSum, {f32},
                               {{4, 0}, {}, {7}, {3, 11, 31}, {65537}}, step));
-  for (DataType dtype :
-       {DataType::kInt32, DataType::kFloat16, DataType::kFloat32, DataType::kFloat64}) {
+  for (DataType dtype : {DataType::kInt16, DataType::kInt32, DataType::kFloat16, DataType::kFloat32,
+                         DataType::kFloat64}) {
     for (ReduceOp op :
          {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
       groups.push_back(make_group("ops/" + dtype_name(dtype) + "/" + op_name(op), op, {dtype},

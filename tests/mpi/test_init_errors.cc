@@ -17,18 +17,6 @@ using herd::DataType;
 using herd::ReduceOp;
 using namespace herd_test;
 
-void expect_throws(Recorder& rec, const std::string& case_name, const std::string& what,
-                   const std::function<void()>& call) {
-  try {
-    call();
-    rec.fail(case_name, what + " did not throw");
-  } catch (const herd::Error&) {
-    rec.pass();
-  } catch (const std::exception& e) {
-    rec.fail(case_name, what + " threw a non-herd::Error: " + e.what());
-  }
-}
-
 void expect_calls_throw(Recorder& rec, const std::string& case_name) {
   std::vector<float> data(4, 1.0f);
   const herd::TensorView view{data.data(), DataType::kFloat32, {4}};
@@ -36,6 +24,9 @@ void expect_calls_throw(Recorder& rec, const std::string& case_name) {
   expect_throws(rec, case_name, "size()", [] { herd::size(); });
   expect_throws(rec, case_name, "local_rank()", [] { herd::local_rank(); });
   expect_throws(rec, case_name, "local_size()", [] { herd::local_size(); });
+  expect_throws(rec, case_name, "cross_rank()", [] { herd::cross_rank(); });
+  expect_throws(rec, case_name, "cross_size()", [] { herd::cross_size(); });
+  expect_throws(rec, case_name, "mpi_threads_supported()", [] { herd::mpi_threads_supported(); });
   expect_throws(rec, case_name, "allreduce_async()",
                 [&] { herd::allreduce_async("x", view, view, ReduceOp::kSum); });
   expect_throws(rec, case_name, "allreduce()",
@@ -109,6 +100,9 @@ int main() {
     rec.check(herd::rank() == 0 && herd::size() == 1, "good init", "rank/size are not 0/1");
     rec.check(herd::local_rank() == 0 && herd::local_size() == 1, "good init",
               "local_rank/local_size are not 0/1");
+    rec.check(herd::cross_rank() == 0 && herd::cross_size() == 1, "good init",
+              "cross_rank/cross_size are not 0/1");
+    rec.check(herd::mpi_threads_supported(), "good init", "mpi_threads_supported() is false");
     expect_allreduce_works(rec);
     herd::shutdown();
     rec.pass();

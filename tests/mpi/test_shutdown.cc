@@ -168,6 +168,9 @@ int main() {
   expect_throws(rec, "size()", [] { herd::size(); });
   expect_throws(rec, "local_rank()", [] { herd::local_rank(); });
   expect_throws(rec, "local_size()", [] { herd::local_size(); });
+  expect_throws(rec, "cross_rank()", [] { herd::cross_rank(); });
+  expect_throws(rec, "cross_size()", [] { herd::cross_size(); });
+  expect_throws(rec, "mpi_threads_supported()", [] { herd::mpi_threads_supported(); });
   expect_throws(rec, "allreduce_async()", [&] {
     herd::allreduce_async("after", matched_view, matched_view, ReduceOp::kSum);
   });

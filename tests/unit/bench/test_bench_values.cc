@@ -15,9 +15,9 @@
 namespace herd::bench {
 namespace {
 
-constexpr DataType kAllDtypes[] = {DataType::kUInt8,   DataType::kInt8,    DataType::kInt32,
-                                   DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16,
-                                   DataType::kFloat32, DataType::kFloat64};
+constexpr DataType kAllDtypes[] = {DataType::kUInt8,    DataType::kInt8,    DataType::kInt16,
+                                   DataType::kInt32,    DataType::kInt64,   DataType::kFloat16,
+                                   DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64};
 
 std::vector<unsigned char> buffer_of(DataType dtype, int64_t count) {
   return std::vector<unsigned char>(static_cast<std::size_t>(count) * element_size(dtype));
@@ -54,6 +54,9 @@ TEST_CASE("block_value stays within the dtype's exact integers, or throws") {
   CHECK(block_value(DataType::kBFloat16, 16, 16, 15, 15, 0) == 256);
   CHECK_THROWS_AS(block_value(DataType::kInt8, 12, 12, 0, 0, 0), std::invalid_argument);
   CHECK_THROWS_AS(block_value(DataType::kBFloat16, 17, 16, 0, 0, 0), std::invalid_argument);
+  // int16 holds 1..32767: 181 ranks of 181 blocks fit (181^2 = 32761), 182 do not.
+  CHECK(block_value(DataType::kInt16, 181, 181, 180, 180, 0) == 32761);
+  CHECK_THROWS_AS(block_value(DataType::kInt16, 182, 182, 0, 0, 0), std::invalid_argument);
 }
 
 TEST_CASE("count_wrong_block finds a wrong element, a poisoned buffer and a misplaced block") {

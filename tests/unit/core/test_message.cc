@@ -13,8 +13,9 @@ namespace herd::detail {
 namespace {
 
 const std::vector<DataType> kDataTypes = {
-    DataType::kUInt8,   DataType::kInt8,     DataType::kInt32,   DataType::kInt64,
-    DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64};
+    DataType::kUInt8,   DataType::kInt8,    DataType::kInt32,
+    DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16,
+    DataType::kFloat32, DataType::kFloat64, DataType::kInt16};
 const std::vector<ReduceOp> kOps = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin,
                                     ReduceOp::kMax, ReduceOp::kProduct};
 const std::vector<Device> kDevices = {Device::cpu(), Device::gpu(0), Device::gpu(7)};
@@ -105,7 +106,7 @@ void check_equal(const Response& a, const Response& b) {
 
 TEST_CASE("message: RequestList round trip", "[message]") {
   RequestList sent = many_requests();
-  REQUIRE(sent.requests.size() == 120);
+  REQUIRE(sent.requests.size() == kDataTypes.size() * kOps.size() * kDevices.size());
   std::vector<uint8_t> bytes = encode(sent);
   RequestList received;
   REQUIRE(decode(bytes.data(), bytes.size(), &received).is_ok());
@@ -218,7 +219,7 @@ TEST_CASE("message: corrupt bytes fail cleanly", "[message]") {
       {0, 9, "RequestList has format version 9, this build reads version 2"},
       {1, 'R', "corrupt RequestList at byte 1: kind byte 82"},
       {10, 7, "corrupt RequestList at byte 10: collective 7 out of range"},
-      {16, 8, "corrupt RequestList at byte 16: dtype 8 out of range"},
+      {16, 9, "corrupt RequestList at byte 16: dtype 9 out of range"},
       {16, 255, "corrupt RequestList at byte 16: dtype 255 out of range"},
       {17, 5, "corrupt RequestList at byte 17: op 5 out of range"},
       {34, 2, "corrupt RequestList at byte 34: device type 2 out of range"},

@@ -21,8 +21,9 @@
 namespace herd::ops::testing {
 
 inline constexpr DataType kAllDataTypes[] = {
-    DataType::kUInt8,   DataType::kInt8,     DataType::kInt32,   DataType::kInt64,
-    DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64,
+    DataType::kUInt8,    DataType::kInt8,    DataType::kInt16,
+    DataType::kInt32,    DataType::kInt64,   DataType::kFloat16,
+    DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64,
 };
 inline constexpr ReduceOp kAllReduceOps[] = {
     ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct,
@@ -98,6 +99,7 @@ inline std::size_t ref_element_size(DataType dtype) {
   switch (dtype) {
     case DataType::kUInt8:
     case DataType::kInt8: return 1;
+    case DataType::kInt16:
     case DataType::kFloat16:
     case DataType::kBFloat16: return 2;
     case DataType::kInt32:
@@ -124,6 +126,7 @@ inline double get_value(const Bytes& bytes, std::size_t index, DataType dtype) {
   switch (dtype) {
     case DataType::kUInt8: return load_as<uint8_t>(bytes, index);
     case DataType::kInt8: return load_as<int8_t>(bytes, index);
+    case DataType::kInt16: return load_as<int16_t>(bytes, index);
     case DataType::kInt32: return load_as<int32_t>(bytes, index);
     case DataType::kInt64: return static_cast<double>(load_as<int64_t>(bytes, index));
     case DataType::kFloat16: return ref_decode(load_as<uint16_t>(bytes, index), kBinary16);
@@ -139,6 +142,7 @@ inline void set_value(Bytes& bytes, std::size_t index, DataType dtype, double va
   switch (dtype) {
     case DataType::kUInt8: return store_as(bytes, index, static_cast<uint8_t>(value));
     case DataType::kInt8: return store_as(bytes, index, static_cast<int8_t>(value));
+    case DataType::kInt16: return store_as(bytes, index, static_cast<int16_t>(value));
     case DataType::kInt32: return store_as(bytes, index, static_cast<int32_t>(value));
     case DataType::kInt64: return store_as(bytes, index, static_cast<int64_t>(value));
     case DataType::kFloat16: return store_as(bytes, index, ref_encode(value, kBinary16));

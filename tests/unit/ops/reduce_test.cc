@@ -42,6 +42,7 @@ ValueRange sum_range(DataType dtype) {
   switch (dtype) {
     case DataType::kUInt8: return {0, 127, 1};
     case DataType::kInt8: return {-64, 63, 1};
+    case DataType::kInt16: return {-16384, 16383, 1};
     case DataType::kInt32: return {-1'000'000'000, 1'000'000'000, 1};
     case DataType::kInt64: return {-(int64_t{1} << 50), int64_t{1} << 50, 1};
     case DataType::kFloat16: return {-1000, 1000, 4};  // sums need <= 11 bits
@@ -57,6 +58,7 @@ ValueRange min_max_range(DataType dtype) {
   switch (dtype) {
     case DataType::kUInt8: return {0, 255, 1};
     case DataType::kInt8: return {-128, 127, 1};
+    case DataType::kInt16: return {-32768, 32767, 1};
     case DataType::kInt32:
       return {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max(), 1};
     case DataType::kInt64: return {-(int64_t{1} << 53), int64_t{1} << 53, 1};
@@ -175,6 +177,18 @@ TEST_CASE("integer sums and products wrap around in two's complement", "[reduce]
   CHECK(reduce_typed<int8_t>({100}, {100}, DataType::kInt8, ReduceOp::kAverage) ==
         std::vector<int8_t>{-56});
 
+  // int16: 30000 + 30000 = 60000 - 2^16; products modulo 2^16, including
+  // (-1) * (-1), whose unsigned operands 65535 * 65535 overflow an int.
+  CHECK(reduce_typed<int16_t>({30000, -32768, 32767, -30000}, {30000, -1, 1, -30000},
+                              DataType::kInt16,
+                              ReduceOp::kSum) == std::vector<int16_t>{-5536, 32767, -32768, 5536});
+  CHECK(reduce_typed<int16_t>({256, -32768, -32768, 255, -255, -1, -2},
+                              {256, -1, -32768, 255, 257, -1, 32767}, DataType::kInt16,
+                              ReduceOp::kProduct) ==
+        std::vector<int16_t>{0, -32768, 0, -511, 1, 1, 2});
+  CHECK(reduce_typed<int16_t>({30000}, {30000}, DataType::kInt16, ReduceOp::kAverage) ==
+        std::vector<int16_t>{-5536});
+
   constexpr int32_t kInt32Max = std::numeric_limits<int32_t>::max();
   constexpr int32_t kInt32Min = std::numeric_limits<int32_t>::min();
   CHECK(reduce_typed<int32_t>({kInt32Max, kInt32Min}, {1, -1}, DataType::kInt32, ReduceOp::kSum) ==
@@ -204,6 +218,10 @@ TEST_CASE("integer min and max at the type limits", "[reduce]") {
         std::vector<uint8_t>{0, 0});
   CHECK(reduce_typed<int8_t>({-128, 127}, {127, -128}, DataType::kInt8, ReduceOp::kMax) ==
         std::vector<int8_t>{127, 127});
+  CHECK(reduce_typed<int16_t>({-32768, 32767, -1}, {32767, -32768, 0}, DataType::kInt16,
+                              ReduceOp::kMin) == std::vector<int16_t>{-32768, -32768, -1});
+  CHECK(reduce_typed<int16_t>({-32768, 32767, -1}, {32767, -32768, 0}, DataType::kInt16,
+                              ReduceOp::kMax) == std::vector<int16_t>{32767, 32767, 0});
 }
 
 TEST_CASE("floating min and max propagate NaN from either side", "[reduce]") {

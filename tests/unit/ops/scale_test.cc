@@ -25,8 +25,8 @@ using testing::Bytes;
 using testing::first_mismatch;
 using testing::SmallFloatFormat;
 
-constexpr DataType kIntegerTypes[] = {DataType::kUInt8, DataType::kInt8, DataType::kInt32,
-                                      DataType::kInt64};
+constexpr DataType kIntegerTypes[] = {DataType::kUInt8, DataType::kInt8, DataType::kInt16,
+                                      DataType::kInt32, DataType::kInt64};
 
 template <typename T>
 std::vector<T> scaled(std::vector<T> values, DataType dtype, double factor) {
@@ -45,6 +45,7 @@ std::pair<double, double> ref_limits(DataType dtype) {
   switch (dtype) {
     case DataType::kUInt8: return {0, 255};
     case DataType::kInt8: return {-128, 127};
+    case DataType::kInt16: return {-32768, 32767};
     case DataType::kInt32: return {-2147483648.0, 2147483647.0};
     default: return {-9223372036854775808.0, 9223372036854775807.0};
   }
@@ -80,6 +81,10 @@ TEST_CASE("scale: integers round half away from zero and saturate", "[scale]") {
         std::vector<int32_t>{3, -3, 2, -2, 4, -4, 1, -1});
   CHECK(scaled<int8_t>({100, -100, 64, -64, 63}, DataType::kInt8, 2.0) ==
         std::vector<int8_t>{127, -128, 127, -128, 126});
+  CHECK(scaled<int16_t>({20000, -20000, 16384, -16384, 16383, -5, 5}, DataType::kInt16, 2.0) ==
+        std::vector<int16_t>{32767, -32768, 32767, -32768, 32766, -10, 10});
+  CHECK(scaled<int16_t>({5, -5, 3, -3, -32768}, DataType::kInt16, 0.5) ==
+        std::vector<int16_t>{3, -3, 2, -2, -16384});
   CHECK(scaled<uint8_t>({10, 200, 0}, DataType::kUInt8, -1.0) == std::vector<uint8_t>{0, 0, 0});
   CHECK(scaled<uint8_t>({200, 127, 1}, DataType::kUInt8, 2.0) == std::vector<uint8_t>{255, 254, 2});
   constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
@@ -93,6 +98,9 @@ TEST_CASE("scale: integers round half away from zero and saturate", "[scale]") {
         std::vector<int32_t>{std::numeric_limits<int32_t>::max(),
                              std::numeric_limits<int32_t>::min(), 0});
   CHECK(scaled<int8_t>({4, -4}, DataType::kInt8, std::nan("")) == std::vector<int8_t>{0, 0});
+  CHECK(scaled<int16_t>({4, -4, 0}, DataType::kInt16, -inf) ==
+        std::vector<int16_t>{-32768, 32767, 0});
+  CHECK(scaled<int16_t>({4, -4}, DataType::kInt16, std::nan("")) == std::vector<int16_t>{0, 0});
 }
 
 TEST_CASE("scale: integer sweep against the reference", "[scale]") {
@@ -176,6 +184,9 @@ TEST_CASE("divide: integers truncate toward zero", "[divide]") {
         std::vector<int32_t>{3, -3, 3, -3, 0, 0, 0});
   CHECK(divided<int8_t>({-128, 127, -5}, DataType::kInt8, 3) == std::vector<int8_t>{-42, 42, -1});
   CHECK(divided<int8_t>({-128, 127}, DataType::kInt8, 1000) == std::vector<int8_t>{0, 0});
+  CHECK(divided<int16_t>({-32768, 32767, -5, 7}, DataType::kInt16, 3) ==
+        std::vector<int16_t>{-10922, 10922, -1, 2});
+  CHECK(divided<int16_t>({-32768, 32767}, DataType::kInt16, 100000) == std::vector<int16_t>{0, 0});
   CHECK(divided<uint8_t>({255, 3}, DataType::kUInt8, 4) == std::vector<uint8_t>{63, 0});
   constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
   constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
@@ -241,9 +252,9 @@ TEST_CASE("divide: a divisor below 1 is a caller bug and throws", "[divide]") {
 TEST_CASE("fill_identity: reducing the identity into a value leaves the value", "[ops][identity]") {
   using herd::DataType;
   using herd::ReduceOp;
-  const DataType dtypes[] = {DataType::kUInt8,   DataType::kInt8,    DataType::kInt32,
-                             DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16,
-                             DataType::kFloat32, DataType::kFloat64};
+  const DataType dtypes[] = {DataType::kUInt8,    DataType::kInt8,    DataType::kInt16,
+                             DataType::kInt32,    DataType::kInt64,   DataType::kFloat16,
+                             DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64};
   const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct};
   for (DataType dtype : dtypes) {
     for (ReduceOp op : ops) {

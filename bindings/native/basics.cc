@@ -1,0 +1,67 @@
+// Lifetime, topology and process sets: the calls that are not collectives on
+// tensors. Every call that can wait on other ranks releases the GIL, so the
+// caller's other Python threads run meanwhile.
+#include <pybind11/stl.h>
+
+#include "native/bindings.h"
+
+namespace py = pybind11;
+
+namespace herd::python {
+
+ProcessSet find_process_set(int id) {
+  for (const ProcessSet& set : process_sets()) {
+    if (set.id() == id) return set;
+  }
+  throw py::value_error("herd: there is no process set " + std::to_string(id) +
+                        " (removed, or never added)");
+}
+
+void bind_basics(py::module_& m) {
+  using release = py::call_guard<py::gil_scoped_release>;
+  m.def("init", &init, release(),
+        "Initializes MPI if needed, reads the HERD_* settings and starts the background thread.");
+  m.def("shutdown", &shutdown, release(), "Stops herd; pending operations fail.");
+  m.def("is_initialized", &is_initialized);
+  m.def("rank", &rank);
+  m.def("size", &size);
+  m.def("local_rank", &local_rank);
+  m.def("local_size", &local_size);
+  m.def("cross_rank", &cross_rank);
+  m.def("cross_size", &cross_size);
+  m.def("mpi_threads_supported", &mpi_threads_supported);
+
+  m.def(
+      "add_process_set",
+      [](std::vector<int> ranks) { return add_process_set(std::move(ranks)).id(); }, release(),
+      py::arg("ranks"),
+      "Makes a process set of these global ranks; collective over the whole job. Returns its id.");
+  m.def(
+      "remove_process_set", [](int id) { remove_process_set(find_process_set(id)); }, release(),
+      py::arg("id"), "Removes the set with this id; collective over the whole job.");
+  m.def(
+      "process_set_ids",
+      [] {
+        std::vector<int> ids;
+        for (const ProcessSet& set : process_sets()) ids.push_back(set.id());
+        return ids;
+      },
+      "The ids of every process set, the global set (0) first.");
+  m.def(
+      "process_set_ranks",
+      [](int id) {
+        const ProcessSet set = find_process_set(id);
+        if (!set.is_global()) return set.ranks();
+        std::vector<int> all(static_cast<std::size_t>(size()));
+        for (int r = 0; r < size(); ++r) all[static_cast<std::size_t>(r)] = r;
+        return all;
+      },
+      py::arg("id"), "The global ranks of the set with this id, ascending.");
+  m.def(
+      "barrier", [](int id) { barrier(find_process_set(id)); }, release(),
+      py::arg("process_set_id") = 0);
+  m.def("join", &join, release(),
+        "Blocks until every rank has joined; returns the rank that joined last.");
+}
+
+}  // namespace herd::python

@@ -1,0 +1,113 @@
+"""Start, stop and the shape of the job.
+
+``init`` starts herd's C++ runtime once per process (MPI included, unless the
+program initialized MPI itself); an exit handler shuts it down if the script
+does not, because every rank must shut down before MPI lets the job end.
+"""
+
+import atexit
+
+from herd import _native
+
+
+def init(comm=None, process_sets=None):
+    """Starts herd. Idempotent, as Horovod's ``init``.
+
+    ``comm``: only ``None`` (MPI_COMM_WORLD) is supported; herd's C++ runtime
+    always spans the whole job. ``process_sets``: ``ProcessSet`` objects (or
+    lists of ranks) to register right away, in the same order on every rank.
+    """
+    if comm is not None:
+        raise ValueError(
+            "herd.init(comm=...): herd always runs on MPI_COMM_WORLD; make subgroups with "
+            "process_sets=[...] or herd.add_process_set instead"
+        )
+    if not _native.is_initialized():
+        _native.init()
+    if process_sets:
+        from herd.process_sets import add_process_set
+
+        for process_set in process_sets:
+            add_process_set(process_set)
+
+
+def shutdown():
+    """Stops herd; a no-op when it is not running. Pending operations fail."""
+    if _native.is_initialized():
+        from herd import handles, process_sets
+
+        _native.shutdown()
+        handles.table.clear()
+        process_sets._forget_added_sets()
+
+
+def is_initialized():
+    return _native.is_initialized()
+
+
+def rank():
+    """This process's rank in the job, 0 .. size() - 1."""
+    return _native.rank()
+
+
+def size():
+    """Number of processes in the job."""
+    return _native.size()
+
+
+def local_rank():
+    """This process's rank among those on the same machine."""
+    return _native.local_rank()
+
+
+def local_size():
+    """Number of processes on this machine."""
+    return _native.local_size()
+
+
+def cross_rank():
+    """Index of this machine among those running a process of this local rank."""
+    return _native.cross_rank()
+
+
+def cross_size():
+    """Number of machines running a process of this local rank."""
+    return _native.cross_size()
+
+
+def mpi_threads_supported():
+    """True: herd runs MPI with MPI_THREAD_MULTIPLE."""
+    return _native.mpi_threads_supported()
+
+
+def mpi_enabled():
+    """True: herd's only controller is MPI."""
+    return True
+
+
+def mpi_built():
+    return True
+
+
+def gloo_enabled():
+    return False
+
+
+def gloo_built():
+    return False
+
+
+def nccl_built():
+    """0: this build moves CPU tensors only (Horovod returns the NCCL version)."""
+    return 0
+
+
+def cuda_built():
+    return False
+
+
+def rocm_built():
+    return False
+
+
+atexit.register(shutdown)

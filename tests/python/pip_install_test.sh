@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The README's set-up for Python, checked end to end: a fresh virtual
+# environment over /usr/bin/python3, `pip install --no-build-isolation` of the
+# source tree (setup.py drives CMake; nothing from PyPI), then a 2-rank job run
+# from outside the source tree, so the installed package is what it imports.
+# Usage: pip_install_test.sh <source dir> <scratch dir> <mpiexec> [mpiexec flags...]
+set -euo pipefail
+source_dir="$1"
+scratch="$2"
+shift 2
+
+rm -rf "$scratch"
+mkdir -p "$scratch"
+/usr/bin/python3 -m venv --system-site-packages "$scratch/venv"
+"$scratch/venv/bin/python" -m pip install --no-build-isolation --no-index \
+  --disable-pip-version-check --quiet "$source_dir"
+
+cat >"$scratch/check.py" <<'PY'
+import os
+
+import numpy as np
+import torch
+
+import herd.numpy as hn
+import herd.torch as hvd
+
+hvd.init()
+assert os.path.dirname(hvd.__file__).startswith(os.environ["VENV"]), hvd.__file__
+rank, size = hvd.rank(), hvd.size()
+summed = hvd.allreduce(torch.full((5,), float(rank + 1)), op=hvd.Sum, name="check.torch")
+assert torch.equal(summed, torch.full((5,), size * (size + 1) / 2)), summed
+gathered = hn.allgather(np.array([rank], dtype=np.int64), name="check.numpy")
+assert gathered.tolist() == list(range(size)), gathered
+print(f"rank {rank}: installed herd works ({hvd.__file__})")
+hvd.shutdown()
+PY
+cd "$scratch"
+VENV="$scratch/venv" "$@" -np 2 "$scratch/venv/bin/python" "$scratch/check.py"
