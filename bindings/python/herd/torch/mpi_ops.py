@@ -177,7 +177,12 @@ class _NativeGroup:
             except Exception as error:  # noqa: BLE001 -- re-raised below
                 first_error = first_error or error
         if first_error is not None:
-            raise first_error
+            try:
+                raise first_error
+            finally:
+                # The traceback refers to this frame, which refers to the error: break
+                # the cycle so the group's tensors are freed now, not at the next gc.
+                first_error = None
 
 
 # Operations of a grouped call whose later member failed to submit: the
