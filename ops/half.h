@@ -14,4 +14,9 @@ uint16_t float_to_float16(float value);
 float bfloat16_to_float(uint16_t bits);
 uint16_t float_to_bfloat16(float value);
 
+// The same over `count` elements: one call per array rather than per element
+// (as a per-element call into this file costs more than the conversion).
+void float_to_float16(const float* values, uint16_t* bits, int64_t count);
+void float16_to_float(const uint16_t* bits, float* values, int64_t count);
+
 }  // namespace herd::ops

@@ -26,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "herd/handle.h"
@@ -145,6 +146,8 @@ class DistributedOptimizer {
   std::vector<Parameter> params_;
   DistributedOptimizerOptions options_;
   std::vector<Slot> slots_;
+  // Parameter name -> index into params_ and slots_; grad_ready looks names up here.
+  std::unordered_map<std::string, std::size_t> index_by_name_;
   mutable std::mutex mutex_;
   int pass_ = 0;
   bool synchronized_ = false;

@@ -488,7 +488,5 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     rec.fail("run", std::string("exception: ") + e.what());
   }
-  const int code = rec.finish();
-  MPI_Finalize();
-  return code;
+  return finish_program_owned_mpi(rec);
 }

@@ -36,7 +36,7 @@ int64_t fingerprint(const std::vector<std::pair<std::string, int64_t>>& entries)
 
 // Every rank learns whether all agree with `root`'s entries; throws on every
 // rank if one does not.
-void check_same_as_root(const char* what,
+void check_same_as_root(const char* what, const char* entry_kind,
                         const std::vector<std::pair<std::string, int64_t>>& entries, int root,
                         const ProcessSet& process_set) {
   const int64_t mine = fingerprint(entries);
@@ -50,8 +50,7 @@ void check_same_as_root(const char* what,
   if (any != 0) {
     throw Error(fmt::format(
         "{}: the ranks do not all hold the same {} names and sizes as root rank {} ({} {} here{})",
-        what, std::string(what) == "broadcast_parameters" ? "parameter" : "state buffer", root,
-        entries.size(), entries.size() == 1 ? "entry" : "entries",
+        what, entry_kind, root, entries.size(), entries.size() == 1 ? "entry" : "entries",
         differs ? ", which differ from the root's" : ", as the root's"));
   }
 }
@@ -92,7 +91,7 @@ void broadcast_parameters(const std::vector<Parameter>& params, int root,
     entries.emplace_back(p.name(), p.size());
     views.emplace_back(p.name(), p.value_view());
   }
-  check_same_as_root("broadcast_parameters", entries, root, process_set);
+  check_same_as_root("broadcast_parameters", "parameter", entries, root, process_set);
   broadcast_all("broadcast_parameters", views, root, process_set);
 }
 
@@ -109,7 +108,7 @@ void broadcast_optimizer_state(Optimizer& optimizer, const std::vector<Parameter
   }
   int64_t step = state.step;
   views.emplace_back("step", TensorView{&step, DataType::kInt64, {1}});
-  check_same_as_root("broadcast_optimizer_state", entries, root, process_set);
+  check_same_as_root("broadcast_optimizer_state", "state buffer", entries, root, process_set);
   broadcast_all("broadcast_optimizer_state", views, root, process_set);
   state.step = step;
   optimizer.import_state(state);

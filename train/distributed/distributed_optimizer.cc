@@ -5,7 +5,6 @@
 
 #include <cmath>
 #include <exception>
-#include <unordered_set>
 
 #include "herd/distributed_optimizer.h"
 #include "herd/error.h"
@@ -42,11 +41,10 @@ DistributedOptimizer::DistributedOptimizer(Optimizer& optimizer, std::vector<Par
         "DistributedOptimizer: gradient_predivide_factor {} needs op average (op is {})", f,
         to_string(options_.op)));
   }
-  std::unordered_set<std::string> seen;
   slots_.resize(params_.size());
   for (std::size_t i = 0; i < params_.size(); ++i) {
     const Parameter& p = params_[i];
-    if (!seen.insert(p.name()).second) {
+    if (!index_by_name_.emplace(p.name(), i).second) {
       throw Error(fmt::format("DistributedOptimizer: parameter '{}' is given twice", p.name()));
     }
     slots_[i].name = options_.name_prefix + "/" + p.name();
@@ -62,9 +60,8 @@ DistributedOptimizer::~DistributedOptimizer() {
 }
 
 std::size_t DistributedOptimizer::index_of(const std::string& name) const {
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    if (params_[i].name() == name) return i;
-  }
+  const auto found = index_by_name_.find(name);
+  if (found != index_by_name_.end()) return found->second;
   throw Error(fmt::format(
       "DistributedOptimizer: grad_ready for parameter '{}', which is not one of its {} parameters",
       name, params_.size()));
@@ -111,8 +108,7 @@ void DistributedOptimizer::start(std::size_t i) {
   }
   TensorView view = p.grad_view();
   if (options_.compression == Compression::kFP16) {
-    const float* g = p.grad();
-    for (std::size_t j = 0; j < slot.half.size(); ++j) slot.half[j] = ops::float_to_float16(g[j]);
+    ops::float_to_float16(p.grad(), slot.half.data(), p.size());
     view = TensorView{slot.half.data(), DataType::kFloat16, {p.size()}};
   }
   try {
@@ -133,9 +129,7 @@ void DistributedOptimizer::wait_all(bool rethrow) {
     try {
       wait(slot.handle);
       if (rethrow && options_.compression == Compression::kFP16) {
-        float* g = params_[i].grad();
-        for (std::size_t j = 0; j < slot.half.size(); ++j)
-          g[j] = ops::float16_to_float(slot.half[j]);
+        ops::float16_to_float(slot.half.data(), params_[i].grad(), params_[i].size());
       }
     } catch (const std::exception& e) {
       if (first_error.empty()) {

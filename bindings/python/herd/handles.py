@@ -10,6 +10,8 @@ turns the finished operation into the caller's result. ``synchronize`` waits
 import itertools
 import threading
 
+from herd.process_sets import process_set_id_of
+
 
 class _Entry:
     __slots__ = ("native", "keep_alive", "finish")
@@ -72,8 +74,30 @@ def poll(handle):
 
 
 def synchronize(handle):
-    """Waits for the operation behind ``handle`` and returns its result."""
+    """Waits (without the GIL) for the operation behind ``handle`` and returns its result:
+    the output (a list for grouped calls; ``(received, received_splits)`` for
+    alltoall_async). Raises herd.Error (HorovodInternalError) if it failed, ValueError for an
+    unknown or already synchronized handle."""
     return table.synchronize(handle)
+
+
+def wait_all(waits):
+    """Calls every ``wait()`` in ``waits``, even after one raised, so nothing still writes
+    into the caller's tensors afterwards; then raises the first failure, if any."""
+    first_error = None
+    for wait in waits:
+        try:
+            wait()
+        except Exception as error:  # noqa: BLE001 -- re-raised below
+            if first_error is None:
+                first_error = error
+    if first_error is not None:
+        try:
+            raise first_error
+        finally:
+            # The traceback refers to this frame, which refers to the error: break the
+            # cycle so what the waits held is freed now, not at the next gc.
+            first_error = None
 
 
 class AutoNames:
@@ -98,3 +122,19 @@ class AutoNames:
 
 
 names = AutoNames()
+
+
+def target(collective, name, process_set, caller):
+    """(tensor name, process set id) of a submission; call it after every other check,
+    so a refused call consumes no number.
+
+    A given name is used as it is. Unnamed tensors are numbered per collective
+    and per process set, so that collectives the members of a set run among
+    themselves leave the numbering of the others' unnamed tensors (on the
+    global set, say) in step on every rank.
+    """
+    process_set_id = process_set_id_of(process_set, caller)
+    if name is not None:
+        return str(name), process_set_id
+    scope = collective if process_set_id == 0 else f"{collective}.set{process_set_id}"
+    return names.name(scope, None), process_set_id

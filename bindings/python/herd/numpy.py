@@ -10,7 +10,7 @@ returns a handle for ``synchronize``/``poll``.
 import numpy as np
 
 from herd import _native
-from herd.handles import names, poll, synchronize, table
+from herd.handles import poll, synchronize, table, target
 from herd.process_sets import global_process_set, process_set_id_of
 from herd.reduce_ops import resolve_op
 
@@ -60,10 +60,6 @@ def _writable(array, caller):
     return array
 
 
-def _dtype_name(array):
-    return array.dtype.name
-
-
 def _from_result(result):
     dtype = np.dtype(result.dtype)
     return np.frombuffer(result, dtype=np.uint8).view(dtype).reshape(result.shape)
@@ -75,10 +71,10 @@ def allreduce_async_(array, average=None, name=None, op=None, prescale_factor=1.
     caller = "herd.numpy.allreduce"
     _writable(array, caller)
     op = resolve_op(op, average, caller)
+    tensor_name, process_set_id = target("allreduce", name, process_set, caller)
     native = _native.allreduce_async(
-        names.name("allreduce", name), array.ctypes.data, array.ctypes.data, _dtype_name(array),
-        list(array.shape), op, float(prescale_factor), float(postscale_factor),
-        process_set_id_of(process_set, caller))
+        tensor_name, array.ctypes.data, array.ctypes.data, array.dtype.name, list(array.shape),
+        op, float(prescale_factor), float(postscale_factor), process_set_id)
     return table.add(native, array, lambda _: array)
 
 
@@ -108,12 +104,12 @@ def grouped_allreduce_async_(arrays, average=None, name=None, op=None, prescale_
     caller = "herd.numpy.grouped_allreduce"
     outputs = [_writable(a, caller) for a in arrays]
     op = resolve_op(op, average, caller)
-    base = names.name("grouped_allreduce", name)
+    base, process_set_id = target("grouped_allreduce", name, process_set, caller)
     native = _native.grouped_allreduce_async(
         [f"{base}.{i}" for i in range(len(outputs))], [a.ctypes.data for a in outputs],
-        [a.ctypes.data for a in outputs], [_dtype_name(a) for a in outputs],
+        [a.ctypes.data for a in outputs], [a.dtype.name for a in outputs],
         [list(a.shape) for a in outputs], op, float(prescale_factor), float(postscale_factor),
-        process_set_id_of(process_set, caller))
+        process_set_id)
     return table.add(native, outputs, lambda _: outputs)
 
 
@@ -141,9 +137,9 @@ def allgather_async(array, name=None, process_set=global_process_set):
     """Concatenates every rank's ``array`` along axis 0, in rank order."""
     caller = "herd.numpy.allgather"
     _checked(array, caller)
-    native = _native.allgather_async(names.name("allgather", name), array.ctypes.data,
-                                     _dtype_name(array), list(array.shape),
-                                     process_set_id_of(process_set, caller))
+    tensor_name, process_set_id = target("allgather", name, process_set, caller)
+    native = _native.allgather_async(tensor_name, array.ctypes.data, array.dtype.name,
+                                     list(array.shape), process_set_id)
     return table.add(native, array, lambda done: _from_result(done.result()))
 
 
@@ -155,9 +151,9 @@ def broadcast_async_(array, root_rank, name=None, process_set=global_process_set
     """Overwrites ``array`` with ``root_rank``'s, in place."""
     caller = "herd.numpy.broadcast"
     _writable(array, caller)
-    native = _native.broadcast_async(names.name("broadcast", name), array.ctypes.data,
-                                     _dtype_name(array), list(array.shape), int(root_rank),
-                                     process_set_id_of(process_set, caller))
+    tensor_name, process_set_id = target("broadcast", name, process_set, caller)
+    native = _native.broadcast_async(tensor_name, array.ctypes.data, array.dtype.name,
+                                     list(array.shape), int(root_rank), process_set_id)
     return table.add(native, array, lambda _: array)
 
 
@@ -180,9 +176,9 @@ def alltoall_async(array, splits=None, name=None, process_set=global_process_set
     caller = "herd.numpy.alltoall"
     _checked(array, caller)
     splits = [] if splits is None else [int(s) for s in np.asarray(splits).reshape(-1)]
-    native = _native.alltoall_async(names.name("alltoall", name), array.ctypes.data,
-                                    _dtype_name(array), list(array.shape), splits,
-                                    process_set_id_of(process_set, caller))
+    tensor_name, process_set_id = target("alltoall", name, process_set, caller)
+    native = _native.alltoall_async(tensor_name, array.ctypes.data, array.dtype.name,
+                                    list(array.shape), splits, process_set_id)
     return table.add(native, array, lambda done: (_from_result(done.result()),
                                                   np.asarray(done.received_splits(),
                                                              dtype=np.int32)))
@@ -201,10 +197,10 @@ def reducescatter_async(array, name=None, op=None, process_set=global_process_se
     caller = "herd.numpy.reducescatter"
     _checked(array, caller)
     op = resolve_op(op, None, caller)
-    native = _native.reducescatter_async(names.name("reducescatter", name), array.ctypes.data,
-                                         _dtype_name(array), list(array.shape), op,
-                                         float(prescale_factor), float(postscale_factor),
-                                         process_set_id_of(process_set, caller))
+    tensor_name, process_set_id = target("reducescatter", name, process_set, caller)
+    native = _native.reducescatter_async(tensor_name, array.ctypes.data, array.dtype.name,
+                                         list(array.shape), op, float(prescale_factor),
+                                         float(postscale_factor), process_set_id)
     return table.add(native, array, lambda done: _from_result(done.result()))
 
 

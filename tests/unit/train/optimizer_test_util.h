@@ -41,6 +41,13 @@ struct TinyModel {
       bias.grad[i] = bias.value[i] + 0.05f * static_cast<float>(step);
     }
   }
+  // Steps first..last (inclusive): fill_grads(step), then an optimizer step.
+  void train(Optimizer& optimizer, int first, int last) {
+    for (int step = first; step <= last; ++step) {
+      fill_grads(step);
+      optimizer.step(params());
+    }
+  }
 };
 
 inline bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {

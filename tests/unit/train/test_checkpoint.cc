@@ -200,18 +200,12 @@ void check_resume_is_bitwise(const Factory& make) {
   const std::string path = dir.file("run.ckpt");
   Model straight;
   auto opt = make();
-  for (int s = 1; s <= 3; ++s) {
-    straight.fill_grads(s);
-    opt->step(straight.params());
-  }
+  straight.train(*opt, 1, 3);
   Checkpoint ck = make_checkpoint(straight.params(), *opt, /*step=*/3, /*epoch=*/1, /*seed=*/42);
   ck.position = 1.5;
   ck.metadata["optimizer"] = "test";
   save_checkpoint(path, ck);
-  for (int s = 4; s <= 7; ++s) {
-    straight.fill_grads(s);
-    opt->step(straight.params());
-  }
+  straight.train(*opt, 4, 7);
 
   Model resumed;
   for (float& x : resumed.weight.value) x = 99.0f;  // overwritten by the checkpoint
@@ -226,10 +220,7 @@ void check_resume_is_bitwise(const Factory& make) {
   // Parameters in another order than saved: matched by name.
   apply_checkpoint(loaded, {resumed.bias.view(), resumed.weight.view()}, *fresh);
   CHECK(fresh->step_count() == 3);
-  for (int s = 4; s <= 7; ++s) {
-    resumed.fill_grads(s);
-    fresh->step(resumed.params());
-  }
+  resumed.train(*fresh, 4, 7);
   CHECK(bitwise_equal(resumed.weight.value, straight.weight.value));
   CHECK(bitwise_equal(resumed.bias.value, straight.bias.value));
   CHECK(fresh->step_count() == opt->step_count());

@@ -29,25 +29,16 @@ using Factory = std::function<std::unique_ptr<Optimizer>()>;
 void check_resume_is_bitwise(const Factory& make) {
   Model straight;
   auto opt = make();
-  for (int s = 1; s <= 3; ++s) {
-    straight.fill_grads(s);
-    opt->step(straight.params());
-  }
+  straight.train(*opt, 1, 3);
   Model resumed = straight;
   const OptimizerState saved = opt->export_state();
   CHECK(saved.step == 3);
-  for (int s = 4; s <= 7; ++s) {
-    straight.fill_grads(s);
-    opt->step(straight.params());
-  }
+  straight.train(*opt, 4, 7);
   auto fresh = make();
   fresh->init_state(resumed.params());
   fresh->import_state(saved);
   CHECK(fresh->step_count() == 3);
-  for (int s = 4; s <= 7; ++s) {
-    resumed.fill_grads(s);
-    fresh->step(resumed.params());
-  }
+  resumed.train(*fresh, 4, 7);
   CHECK(bitwise_equal(resumed.weight.value, straight.weight.value));
   CHECK(bitwise_equal(resumed.bias.value, straight.bias.value));
   const OptimizerState a = opt->export_state(), b = fresh->export_state();

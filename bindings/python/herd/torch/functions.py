@@ -43,16 +43,13 @@ def broadcast_parameters(params, root_rank, process_set=global_process_set):
 
 
 def _step_without_allreduce(optimizer):
-    """Runs the wrapped torch optimizer's own step.
-
-    A herd DistributedOptimizer's step would allreduce gradients, which
-    deadlocks unless every rank steps; the class below it in the MRO that is
-    not herd's is the torch optimizer it extends.
-    """
-    for cls in type(optimizer).__mro__:
-        if "step" in vars(cls) and not cls.__module__.startswith("herd."):
-            return cls.step(optimizer)
-    return optimizer.step()
+    """Runs the torch optimizer's own step. A herd DistributedOptimizer's step would
+    allreduce gradients, which deadlocks unless every rank steps; its ``_herd_class`` is the
+    subclass whose parent holds that plain step."""
+    herd_class = getattr(type(optimizer), "_herd_class", None)
+    if herd_class is None:
+        return optimizer.step()
+    return super(herd_class, optimizer).step()
 
 
 def _initialize_state(optimizer, model):

@@ -37,7 +37,7 @@ from herd.basics import (
     shutdown,
     size,
 )
-from herd.handles import names, table
+from herd.handles import poll, synchronize, table, target, wait_all
 from herd.process_sets import (
     ProcessSet,
     add_process_set,
@@ -126,27 +126,20 @@ def _from_result(result, dtype):
 
 
 def _target(collective, name, process_set, caller):
-    """(tensor name, process set id) of a submission; call it after every other check.
-
-    A given name becomes Horovod's '<collective>.<name>'. Unnamed tensors are
-    numbered per collective and per process set, so that collectives the
-    members of a set run among themselves leave the numbering of the others'
-    unnamed tensors (on the global set, say) in step on every rank.
-    """
-    process_set_id = process_set_id_of(process_set, caller)
-    if name is not None:
-        return f"{collective}.{name}", process_set_id
-    scope = collective if process_set_id == 0 else f"{collective}.set{process_set_id}"
-    return names.name(scope, None), process_set_id
+    """handles.target, with Horovod's '<collective>.<name>' for a given name. (So a name
+    submitted as two different collectives on two ranks never meets, as in Horovod; herd.numpy
+    keeps names as given, and the runtime reports that mismatch instead.)"""
+    return target(collective, None if name is None else f"{collective}.{name}", process_set,
+                  caller)
 
 
-def _copy_back(target, source):
-    """Writes ``source`` into ``target`` unless they are the same memory (``source`` is
-    then the contiguous copy made of a non-contiguous ``target``)."""
-    if target.data_ptr() != source.data_ptr():
+def _copy_back(destination, source):
+    """Writes ``source`` into ``destination`` unless they are the same memory (``source`` is
+    then the contiguous copy made of a non-contiguous ``destination``)."""
+    if destination.data_ptr() != source.data_ptr():
         with torch.no_grad():
-            target.copy_(source)
-    return target
+            destination.copy_(source)
+    return destination
 
 
 def _compress_each(compression, tensors):
@@ -170,19 +163,7 @@ class _NativeGroup:
         return all(native.poll() for native in self.natives)
 
     def wait(self):
-        first_error = None
-        for native in self.natives:
-            try:
-                native.wait()
-            except Exception as error:  # noqa: BLE001 -- re-raised below
-                first_error = first_error or error
-        if first_error is not None:
-            try:
-                raise first_error
-            finally:
-                # The traceback refers to this frame, which refers to the error: break
-                # the cycle so the group's tensors are freed now, not at the next gc.
-                first_error = None
+        wait_all(native.wait for native in self.natives)
 
 
 # Operations of a grouped call whose later member failed to submit: the
@@ -700,18 +681,6 @@ def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=A
 # --------------------------------------------------------------------------
 # Handles, join, barrier
 # --------------------------------------------------------------------------
-
-def poll(handle):
-    """True once the operation behind ``handle`` has completed; never blocks."""
-    return table.poll(handle)
-
-
-def synchronize(handle):
-    """Waits for the operation behind ``handle`` and returns its result (the output tensor;
-    a list for grouped calls; ``(received, received_splits)`` for alltoall). Raises
-    ``HorovodInternalError`` (herd.Error) if it failed, ValueError for an unknown handle."""
-    return table.synchronize(handle)
-
 
 def join(device=-1):
     """Declares that this rank has no more data: blocks until every rank has joined, taking

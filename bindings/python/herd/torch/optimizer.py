@@ -45,6 +45,7 @@ import weakref
 
 import torch
 
+from herd.handles import wait_all
 from herd.process_sets import ProcessSet, global_process_set
 from herd.reduce_ops import Adasum, Average, Sum
 from herd.torch.compression import Compression
@@ -364,22 +365,11 @@ class _DistributedOptimizer:
         finally:
             # Wait for everything submitted even if a submission failed, so no reduction
             # still writes into a gradient after this returns.
-            first_error = None
-            for finish in self._herd_pending:
-                try:
-                    finish()
-                except Exception as error:  # noqa: BLE001 -- re-raised below
-                    if first_error is None:
-                        first_error = error
-            self._herd_reset_counts()
-            self._synchronized = True
-            if first_error is not None:
-                try:
-                    raise first_error
-                finally:
-                    # Else this frame, in the error's traceback, would hold the error: a cycle
-                    # that keeps the optimizer (and its hooks) alive until the next gc.
-                    first_error = None
+            try:
+                wait_all(self._herd_pending)
+            finally:
+                self._herd_reset_counts()
+                self._synchronized = True
 
     @contextlib.contextmanager
     def skip_synchronize(self):
