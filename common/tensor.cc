@@ -1,18 +1,24 @@
 // Definitions for herd::Tensor (include/herd/tensor.h).
 #include "herd/tensor.h"
 
+#include "common/device_memory.h"
 #include "common/enforce.h"
 
 namespace herd {
 
-void Tensor::reset(DataType dtype, std::vector<int64_t> shape) {
+void Tensor::reset(DataType dtype, std::vector<int64_t> shape, Device device) {
   for (int64_t extent : shape) HERD_ENFORCE_GE(extent, 0);
+  // Free the old buffer first: a large GPU tensor reset to a new shape must
+  // not need room for both.
+  storage_.reset();
+  int64_t count = 1;
+  for (int64_t extent : shape) count *= extent;
+  // Always own a buffer, even for zero elements, so data() is never null;
+  // the fields change only once the allocation has succeeded.
+  storage_ = detail::allocate(device, static_cast<std::size_t>(count) * element_size(dtype));
   dtype_ = dtype;
   shape_ = std::move(shape);
-  const std::size_t bytes = num_bytes();
-  const std::size_t words = (bytes + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t);
-  // Always own a buffer, even for zero elements, so data() is never null.
-  storage_.reset(new std::max_align_t[words > 0 ? words : 1]);
+  device_ = device;
 }
 
 int64_t Tensor::num_elements() const {

@@ -4,6 +4,9 @@
 // its hot path, and a call into another translation unit per element would
 // cost more than the conversion itself. Everyone else includes ops/half.h,
 // whose out-of-line functions forward here. Pure functions, any thread.
+// The kernels of ops/cuda/device_kernels.cu call the same functions on the
+// GPU (HERD_HOST_DEVICE, ops/host_device.h), so that both sides round alike
+// by construction; for the plain C++ compiler the macro is empty.
 //
 // The conversions are written without branches: every case (normal,
 // subnormal, infinity, NaN) is computed for every input and the right one is
@@ -17,25 +20,37 @@
 #include <cstdint>
 #include <cstring>
 
+#include "ops/host_device.h"
+
 namespace herd::ops::detail {
 
-inline uint32_t float_bits(float value) {
+HERD_HOST_DEVICE inline uint32_t float_bits(float value) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(value);
+#else
   uint32_t bits;
   std::memcpy(&bits, &value, sizeof(bits));
   return bits;
+#endif
 }
 
-inline float bits_float(uint32_t bits) {
+HERD_HOST_DEVICE inline float bits_float(uint32_t bits) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(bits);
+#else
   float value;
   std::memcpy(&value, &bits, sizeof(value));
   return value;
+#endif
 }
 
 // All ones when `condition` holds, else zero.
-inline uint32_t mask_if(bool condition) { return 0u - static_cast<uint32_t>(condition); }
+HERD_HOST_DEVICE inline uint32_t mask_if(bool condition) {
+  return 0u - static_cast<uint32_t>(condition);
+}
 
 // `if_set` where `mask` is all ones, `otherwise` where it is zero.
-inline uint32_t select_bits(uint32_t mask, uint32_t if_set, uint32_t otherwise) {
+HERD_HOST_DEVICE inline uint32_t select_bits(uint32_t mask, uint32_t if_set, uint32_t otherwise) {
   return (if_set & mask) | (otherwise & ~mask);
 }
 
@@ -55,7 +70,7 @@ constexpr uint32_t kHalfMinNormalAsFloat = 0x38800000u;
 // Its tie goes to the even neighbour, infinity, so it is where overflow starts.
 constexpr uint32_t kHalfOverflowAsFloat = 0x477ff000u;
 
-inline float float16_to_float_inline(uint16_t half) {
+HERD_HOST_DEVICE inline float float16_to_float_inline(uint16_t half) {
   const uint32_t sign = static_cast<uint32_t>(half & 0x8000u) << 16;
   const uint32_t magnitude = half & 0x7fffu;  // exponent and mantissa
 
@@ -75,7 +90,7 @@ inline float float16_to_float_inline(uint16_t half) {
   return bits_float(sign | result);
 }
 
-inline uint16_t float_to_float16_inline(float value) {
+HERD_HOST_DEVICE inline uint16_t float_to_float16_inline(float value) {
   const uint32_t bits = float_bits(value);
   const uint32_t sign = (bits >> 16) & 0x8000u;
   // Magnitudes fit in 31 bits, so they compare as signed integers, which
@@ -94,7 +109,8 @@ inline uint16_t float_to_float16_inline(float value) {
   // encoding is also 1024, so rounding up across the boundary needs no fixup.
   // Other lanes are zeroed first so the float-to-int conversion stays in
   // range. units < 1024, so the scaling, the truncation and the subtraction
-  // are all exact.
+  // are all exact (and fusing the scaling and the subtraction into one
+  // multiply-add, as nvcc does by default, cannot change the result).
   const uint32_t tiny = wide & mask_if(magnitude < static_cast<int32_t>(kHalfMinNormalAsFloat));
   const float units = bits_float(tiny) * 0x1p24f;
   const auto whole = static_cast<int32_t>(units);
@@ -117,13 +133,13 @@ inline uint16_t float_to_float16_inline(float value) {
   return static_cast<uint16_t>(sign | result);
 }
 
-inline float bfloat16_to_float_inline(uint16_t bfloat) {
+HERD_HOST_DEVICE inline float bfloat16_to_float_inline(uint16_t bfloat) {
   const uint32_t bits = static_cast<uint32_t>(bfloat) << 16;
   const uint32_t quiet = mask_if((bits & 0x7fffffffu) > kFloatInfinity) & kFloatQuietBit;
   return bits_float(bits | quiet);
 }
 
-inline uint16_t float_to_bfloat16_inline(float value) {
+HERD_HOST_DEVICE inline uint16_t float_to_bfloat16_inline(float value) {
   const uint32_t bits = float_bits(value);
   // Round the dropped 16 bits to nearest, ties to even. Overflow carries into
   // the exponent and ends at infinity (0x7f80), which is the right answer;

@@ -4,6 +4,7 @@
 #include <mutex>
 #include <shared_mutex>
 
+#include "common/device_memory.h"
 #include "herd/herd.h"
 #include "src/blocking_call.h"
 #include "src/config.h"
@@ -101,6 +102,10 @@ bool mpi_threads_supported() {
   std::shared_lock<std::shared_mutex> lock(g_runtime_mutex);
   return running("mpi_threads_supported").mpi_threads_supported();
 }
+
+bool cuda_built() { return detail::cuda_built(); }
+
+bool nccl_built() { return detail::nccl_built(); }
 
 Handle allreduce_async(const std::string& name, TensorView input, TensorView output, ReduceOp op,
                        double prescale, double postscale, const ProcessSet& process_set) {

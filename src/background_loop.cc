@@ -15,6 +15,17 @@
 namespace herd::detail {
 namespace {
 
+// How often a thread with only GPU work in flight looks at its events: short
+// next to a collective's time, long enough that the polling costs little.
+constexpr std::chrono::microseconds kGpuPollInterval{50};
+
+// The executor reads the loop's own copy of the settings, which lives as
+// long as it does.
+GpuSetContext with_config(GpuSetContext context, const Config* config) {
+  context.config = config;
+  return context;
+}
+
 collectives::AllreduceOptions allreduce_options(const Config& config) {
   collectives::AllreduceOptions options;
   options.segment_bytes = static_cast<std::size_t>(config.ring_segment_bytes);
@@ -26,7 +37,7 @@ collectives::AllreduceOptions allreduce_options(const Config& config) {
 
 BackgroundLoop::BackgroundLoop(const Config& config, TensorQueue& queue, ControlChannel& control,
                                collectives::Transport& transport, std::vector<int> global_ranks,
-                               std::string stop_reason)
+                               std::string stop_reason, GpuSupport* gpu, GpuSetContext gpu_context)
     : config_(config),
       global_ranks_(std::move(global_ranks)),
       stop_reason_(std::move(stop_reason)),
@@ -36,6 +47,8 @@ BackgroundLoop::BackgroundLoop(const Config& config, TensorQueue& queue, Control
       executor_(transport, allreduce_options(config)),
       collective_executor_(transport, executor_,
                            static_cast<std::size_t>(config.ring_segment_bytes), global_ranks_),
+      gpu_(gpu),
+      gpu_context_(with_config(std::move(gpu_context), &config_)),
       cache_(static_cast<std::size_t>(config.cache_capacity)) {
   if (control_.rank() == 0) coordinator_.emplace(control_.size(), global_ranks_);
 }
@@ -48,6 +61,20 @@ void BackgroundLoop::request_shutdown() {
 void BackgroundLoop::run() {
   std::unique_lock<std::mutex> lock(cycle_mutex_);
   while (!finished_) {
+    // Only GPU work in flight: watch its events rather than run agreement
+    // rounds, which the other ranks, as idle, would join only after their
+    // cycle time.
+    if (idle_locked() && gpu_busy_locked()) {
+      poll_gpu_locked();
+      if (finished_) break;
+      if (gpu_busy_locked() && !cycle_due_locked()) {
+        lock.unlock();
+        queue_.wait_for_work(kGpuPollInterval);
+        lock.lock();
+        continue;
+      }
+      if (!cycle_due_locked()) continue;
+    }
     // Sleep only when this rank waits for nothing. While a tensor here waits
     // for other ranks, go straight into the next agreement, which blocks in
     // MPI until the slowest rank's loop joins it: a rank whose submission
@@ -57,7 +84,7 @@ void BackgroundLoop::run() {
     // cycle that ran something, the next tensor tends to follow within
     // microseconds (a loop of allreduces, a backward pass): poll for it
     // briefly rather than sleep and pay a kernel wake-up.
-    if (idle_locked()) {
+    if (idle_locked() && !gpu_busy_locked()) {
       const auto spin = ran_something_ ? kSpinBeforeBlocking : std::chrono::microseconds{0};
       lock.unlock();
       queue_.wait_for_work(cycle_time_, spin);
@@ -73,11 +100,42 @@ bool BackgroundLoop::idle_locked() const {
          uncached_.empty();
 }
 
+bool BackgroundLoop::cycle_due_locked() {
+  return queue_.has_work() || shutdown_requested_.load() || join_requested_.load();
+}
+
+CompleteFn BackgroundLoop::completer() {
+  return [this](TensorEntry& entry, const Status& status) {
+    if (entry.handle) complete(entry, status.with_context(entry.handle->description() + ": "));
+  };
+}
+
+Status BackgroundLoop::poll_gpu() {
+  if (!gpu_executor_) return Status::ok();
+  return gpu_executor_->poll(completer());
+}
+
+void BackgroundLoop::poll_gpu_locked() {
+  run_step_locked([this](bool*) { return poll_gpu(); });
+}
+
+Status BackgroundLoop::start_gpu(const Response& spec, const std::vector<TensorEntry*>& entries,
+                                 Contribution contribution) {
+  // Submission refuses GPU views in a build without GPU support.
+  HERD_ENFORCE(gpu_ != nullptr);
+  if (!gpu_executor_) gpu_executor_ = gpu_->make_executor(gpu_context_);
+  return gpu_executor_->start(spec, entries, contribution);
+}
+
 void BackgroundLoop::run_cycle_locked() {
+  run_step_locked([this](bool* stop) { return run_cycle(stop); });
+}
+
+void BackgroundLoop::run_step_locked(const std::function<Status(bool* stop)>& step) {
   std::string reason;
   try {
     bool stop = false;
-    const Status status = run_cycle(&stop);
+    const Status status = step(&stop);
     if (status.is_ok() && !stop) {
       work_left_.store(!idle_locked());
       return;
@@ -114,6 +172,15 @@ void BackgroundLoop::drive_until_done(const HandleState& handle) {
       continue;
     }
     if (finished_) return;
+    if (idle_locked() && gpu_busy_locked() && !cycle_due_locked()) {
+      // The handle's GPU work is in flight: watch for it (see run()).
+      poll_gpu_locked();
+      if (!handle.done()) {
+        lock.unlock();
+        handle.wait_for(kGpuPollInterval);
+      }
+      continue;
+    }
     run_cycle_locked();
   }
   // Other threads' operations may still be pending, and the background
@@ -128,6 +195,7 @@ Status BackgroundLoop::run_cycle(bool* stop) {
   // answer, whatever the application thread does meanwhile.
   const bool joined = join_requested_.load();
   joined_this_cycle_ = joined;
+  HERD_RETURN_IF_ERROR(poll_gpu());
   for (TensorEntry& entry : queue_.drain()) classify(std::move(entry));
 
   CycleBits bits;
@@ -429,9 +497,15 @@ Status BackgroundLoop::execute(std::vector<Agreed>* agreed) {
     Contribution contribution;
     contribution.ranks = control_.size() - static_cast<int>(joined_ranks_.size());
     contribution.identity = joined_this_cycle_;
-    const Status status = spec.collective == CollectiveType::kAllreduce
-                              ? executor_.allreduce(spec, entries, contribution)
-                              : collective_executor_.execute(spec, *entries.front(), contribution);
+    Status status;
+    if (spec.device.type == DeviceType::kGPU) {
+      // Moves the entries on success: their handles complete in poll_gpu.
+      status = start_gpu(spec, entries, contribution);
+    } else if (spec.collective == CollectiveType::kAllreduce) {
+      status = executor_.allreduce(spec, entries, contribution);
+    } else {
+      status = collective_executor_.execute(spec, *entries.front(), contribution);
+    }
     for (TensorEntry* entry : entries) {
       if (entry->handle) complete(*entry, status.with_context(entry->handle->description() + ": "));
     }
@@ -464,6 +538,9 @@ void BackgroundLoop::fail_everything(const std::string& reason, std::vector<Agre
   for (auto& name_and_entry : negotiating_) fail(name_and_entry.second);
   negotiating_.clear();
   for (TensorEntry& entry : queue_.close(reason)) fail(entry);
+  // GPU work in flight finishes (or times out) before its handles complete:
+  // until then the GPU may still write the callers' outputs.
+  if (gpu_executor_) gpu_executor_->stop(reason, completer());
   std::shared_ptr<HandleState> join_handle;
   {
     std::lock_guard<std::mutex> lock(join_mutex_);

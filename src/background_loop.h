@@ -23,6 +23,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -39,6 +40,7 @@
 #include "src/coordinator.h"
 #include "src/cycle_driver.h"
 #include "src/fusion_executor.h"
+#include "src/gpu_support.h"
 #include "src/response_cache.h"
 #include "src/tensor_queue.h"
 
@@ -49,10 +51,12 @@ class BackgroundLoop final : public CycleDriver,
  public:
   // `global_ranks` names the members of this loop's process set by their
   // global ranks (for messages); `stop_reason` is what pending operations
-  // fail with when the set stops.
+  // fail with when the set stops. `gpu` (null in a build without CUDA) makes
+  // the executor of GPU responses, from `gpu_context`, at the first one.
   BackgroundLoop(const Config& config, TensorQueue& queue, ControlChannel& control,
                  collectives::Transport& transport, std::vector<int> global_ranks,
-                 std::string stop_reason);
+                 std::string stop_reason, GpuSupport* gpu = nullptr,
+                 GpuSetContext gpu_context = {});
 
   // The thread body. Returns once the loop has stopped and failed everything
   // still pending.
@@ -80,6 +84,24 @@ class BackgroundLoop final : public CycleDriver,
   // With cycle_mutex_ held: one cycle; if it stops the loop (a shutdown, an
   // error), fails everything pending and sets finished_.
   void run_cycle_locked();
+  // With cycle_mutex_ held: runs `step`; if it fails, throws or asks to stop,
+  // fails everything pending and sets finished_.
+  void run_step_locked(const std::function<Status(bool* stop)>& step);
+  // With cycle_mutex_ held: completes the GPU work that has finished.
+  void poll_gpu_locked();
+  // GPU work is in flight (it completes through poll_gpu, not through an
+  // agreement round).
+  bool gpu_busy_locked() const { return gpu_executor_ && gpu_executor_->busy(); }
+  // Something only an agreement round handles: new submissions, a shutdown
+  // or a join of this rank. Another rank's shutdown is seen at the first
+  // round after the GPU work: that rank waits in its round until then.
+  bool cycle_due_locked();
+  [[nodiscard]] Status poll_gpu();
+  // Starts an agreed GPU group on the set's GpuExecutor (made here at the
+  // first one).
+  [[nodiscard]] Status start_gpu(const Response& spec, const std::vector<TensorEntry*>& entries,
+                                 Contribution contribution);
+  CompleteFn completer();
   // With cycle_mutex_ held: nothing here waits for a cycle, so the background
   // thread may sleep.
   bool idle_locked() const;
@@ -109,6 +131,8 @@ class BackgroundLoop final : public CycleDriver,
   ControlChannel& control_;
   FusionExecutor executor_;
   CollectiveExecutor collective_executor_;
+  GpuSupport* const gpu_;
+  const GpuSetContext gpu_context_;
   std::atomic<bool> shutdown_requested_{false};
 
   // Held by whichever thread runs a cycle; guards everything below, which
@@ -128,6 +152,7 @@ class BackgroundLoop final : public CycleDriver,
   std::unordered_map<std::string, TensorEntry> negotiating_;  // sent, awaiting a response
   std::vector<uint32_t> invalid_slots_;                       // for the next agreement
   bool ran_something_ = false;  // the last agreement executed or negotiated something
+  std::unique_ptr<GpuExecutor> gpu_executor_;  // made at the first GPU response
 
   // herd::join.
   std::atomic<bool> join_requested_{false};

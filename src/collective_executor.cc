@@ -14,9 +14,7 @@
 #include "ops/reduce.h"
 
 namespace herd::detail {
-namespace {
 
-// Elements in one row: the product of every extent after the first.
 int64_t row_elements(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (std::size_t i = 1; i < shape.size(); ++i) n *= shape[i];
@@ -28,7 +26,20 @@ std::vector<int64_t> with_rows(std::vector<int64_t> shape, int64_t rows) {
   return shape;
 }
 
-}  // namespace
+AlltoallPlan plan_alltoall(const std::vector<int64_t>& extents, std::size_t ranks, std::size_t me,
+                           int64_t row_bytes) {
+  AlltoallPlan plan;
+  plan.send_bytes.resize(ranks);
+  plan.recv_bytes.resize(ranks);
+  plan.received_rows.resize(ranks);
+  for (std::size_t peer = 0; peer < ranks; ++peer) {
+    plan.send_bytes[peer] = extents[me * ranks + peer] * row_bytes;
+    plan.received_rows[peer] = extents[peer * ranks + me];
+    plan.recv_bytes[peer] = plan.received_rows[peer] * row_bytes;
+    plan.total_rows += plan.received_rows[peer];
+  }
+  return plan;
+}
 
 int64_t reducescatter_rows(int64_t rows, int ranks, int rank) {
   return collectives::chunk_range(rows, ranks, rank).count;
@@ -90,20 +101,11 @@ Status CollectiveExecutor::alltoall(const Response& response, TensorEntry& entry
   HERD_ENFORCE_EQ(response.rank_extents.size(), ranks * ranks);
   const int64_t row_bytes =
       row_elements(entry.request.shape) * static_cast<int64_t>(element_size(response.dtype));
-  std::vector<int64_t> send_bytes(ranks);
-  std::vector<int64_t> recv_bytes(ranks);
-  std::vector<int64_t> received_rows(ranks);
-  int64_t total_rows = 0;
-  for (std::size_t peer = 0; peer < ranks; ++peer) {
-    send_bytes[peer] = response.rank_extents[me * ranks + peer] * row_bytes;
-    received_rows[peer] = response.rank_extents[peer * ranks + me];
-    recv_bytes[peer] = received_rows[peer] * row_bytes;
-    total_rows += received_rows[peer];
-  }
-  entry.output_tensor->reset(response.dtype, with_rows(entry.request.shape, total_rows));
+  AlltoallPlan plan = plan_alltoall(response.rank_extents, ranks, me, row_bytes);
+  entry.output_tensor->reset(response.dtype, with_rows(entry.request.shape, plan.total_rows));
   HERD_RETURN_IF_ERROR(collectives::pairwise_alltoallv(
-      entry.input.data, send_bytes, entry.output_tensor->data(), recv_bytes, transport_));
-  if (entry.received_splits != nullptr) *entry.received_splits = std::move(received_rows);
+      entry.input.data, plan.send_bytes, entry.output_tensor->data(), plan.recv_bytes, transport_));
+  if (entry.received_splits != nullptr) *entry.received_splits = std::move(plan.received_rows);
   return Status::ok();
 }
 

@@ -50,4 +50,20 @@ class CollectiveExecutor {
 // first rows % ranks ranks get one row more than the others.
 int64_t reducescatter_rows(int64_t rows, int ranks, int rank);
 
+// Elements in one row: the product of every extent after the first.
+int64_t row_elements(const std::vector<int64_t>& shape);
+// `shape` with its first extent replaced by `rows`.
+std::vector<int64_t> with_rows(std::vector<int64_t> shape, int64_t rows);
+
+// One rank's side of an alltoall whose agreed row counts are `extents`
+// (ranks x ranks, row-major: extents[from * ranks + to]).
+struct AlltoallPlan {
+  std::vector<int64_t> send_bytes;     // to each rank
+  std::vector<int64_t> recv_bytes;     // from each rank
+  std::vector<int64_t> received_rows;  // from each rank
+  int64_t total_rows = 0;              // received in all
+};
+AlltoallPlan plan_alltoall(const std::vector<int64_t>& extents, std::size_t ranks, std::size_t me,
+                           int64_t row_bytes);
+
 }  // namespace herd::detail

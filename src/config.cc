@@ -48,10 +48,15 @@ std::optional<double> parse_non_negative_decimal(std::string_view text) {
   return value;
 }
 
-std::optional<LogLevel> parse_log_level(std::string_view text) {
+std::string lowercase(std::string_view text) {
   std::string lower(text);
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return lower;
+}
+
+std::optional<LogLevel> parse_log_level(std::string_view text) {
+  const std::string lower = lowercase(text);
   for (LogLevel level : {LogLevel::kTrace, LogLevel::kDebug, LogLevel::kInfo, LogLevel::kWarning,
                          LogLevel::kError, LogLevel::kOff}) {
     if (lower == to_string(level)) return level;
@@ -109,7 +114,7 @@ Status parse_non_negative_bytes(const char* variable, std::string_view text, Con
 }
 
 // The one list of settings, in the order docs/configuration.md shows them.
-const std::array<Setting, 9> kSettings = {{
+const std::array<Setting, 13> kSettings = {{
     {"HERD_FUSION_THRESHOLD", "4194304",
      "Most bytes packed into one fusion buffer; 0 turns fusion off, so every "
      "tensor is reduced on its own.",
@@ -200,6 +205,51 @@ const std::array<Setting, 9> kSettings = {{
                           "between sets)");
        }
        config->process_sets = *value;
+       return Status::ok();
+     }},
+    {"HERD_GPU_ALLREDUCE", "NCCL",
+     "How collectives on GPU tensors run: NCCL on the device, or MPI through "
+     "pinned host memory, copying one block while the ring reduces another "
+     "(any letter case). A build without NCCL always uses MPI.",
+     [](const char* variable, std::string_view text, Config* config) {
+       const std::string lower = lowercase(text);
+       if (lower == "nccl") {
+         config->gpu_allreduce = GpuAllreduce::kNccl;
+       } else if (lower == "mpi") {
+         config->gpu_allreduce = GpuAllreduce::kMpi;
+       } else {
+         return bad_value(variable, text, "NCCL or MPI");
+       }
+       return Status::ok();
+     }},
+    {"HERD_HIERARCHICAL_ALLREDUCE", "0",
+     "1: GPU allreduces run as an NCCL reduce-scatter among the ranks of each "
+     "node, an MPI ring allreduce across nodes on each rank's part, and an NCCL "
+     "allgather inside the node (needs NCCL and the same number of ranks on "
+     "every node); 0: one NCCL allreduce over all ranks.",
+     [](const char* variable, std::string_view text, Config* config) {
+       if (text != "0" && text != "1") return bad_value(variable, text, "0 or 1");
+       config->hierarchical_allreduce = text == "1";
+       return Status::ok();
+     }},
+    {"HERD_NCCL_TIMEOUT", "600",
+     "Seconds a started GPU collective may run before herd aborts its NCCL "
+     "communicator (ncclCommAbort) and fails it and everything pending on that "
+     "rank with an error naming the tensor; 0 waits for ever.",
+     [](const char* variable, std::string_view text, Config* config) {
+       auto value = parse_non_negative_decimal(text);
+       if (!value) return bad_value(variable, text, "a non-negative number of seconds");
+       config->nccl_timeout_seconds = *value;
+       return Status::ok();
+     }},
+    {"HERD_GPU_STAGING_BYTES", "4194304",
+     "Block size of the MPI path for GPU tensors: blocks are copied to pinned "
+     "host memory, reduced by the ring and copied back, the copies of one "
+     "block overlapping the ring of another.",
+     [](const char* variable, std::string_view text, Config* config) {
+       auto value = parse_integer(text, 1, kMaxInt64);
+       if (!value) return bad_value(variable, text, "a positive integer (bytes)");
+       config->gpu_staging_bytes = *value;
        return Status::ok();
      }},
 }};

@@ -17,6 +17,13 @@
 
 namespace herd::detail {
 
+// How GPU tensors are reduced: NCCL on the device, or MPI through pinned host
+// memory (the only way in a build without NCCL).
+enum class GpuAllreduce {
+  kNccl,
+  kMpi,
+};
+
 struct Config {
   // HERD_FUSION_THRESHOLD: most bytes packed into one fusion buffer; 0 turns
   // fusion off (every tensor is reduced on its own).
@@ -45,6 +52,17 @@ struct Config {
   // HERD_PROCESS_SETS: process sets made at init, e.g. "0,2;1,3" for the
   // sets {0,2} and {1,3}; they get ids 1, 2, ... in that order.
   std::vector<std::vector<int>> process_sets;
+  // HERD_GPU_ALLREDUCE: NCCL or MPI, for every collective on GPU tensors.
+  GpuAllreduce gpu_allreduce = GpuAllreduce::kNccl;
+  // HERD_HIERARCHICAL_ALLREDUCE: GPU allreduces as NCCL reduce-scatter inside
+  // a node, MPI ring across nodes, NCCL allgather inside the node.
+  bool hierarchical_allreduce = false;
+  // HERD_NCCL_TIMEOUT: seconds a started GPU collective may take before herd
+  // aborts the NCCL communicator and fails it; 0 waits for ever.
+  double nccl_timeout_seconds = 600.0;
+  // HERD_GPU_STAGING_BYTES: block size of the MPI path's pipeline through
+  // pinned host memory (copy one block while the ring reduces another).
+  int64_t gpu_staging_bytes = 4 * 1024 * 1024;
 };
 
 // Returns the value of an environment variable, or nullptr when unset.

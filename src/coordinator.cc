@@ -17,7 +17,7 @@ std::string show(CollectiveType type) { return to_string(type); }
 std::string show(DataType dtype) { return to_string(dtype); }
 std::string show(ReduceOp op) { return to_string(op); }
 std::string show(const std::vector<int64_t>& shape) { return shape_to_string(shape); }
-std::string show(const Device& device) { return to_string(device); }
+std::string show(const Device& device) { return device.type == DeviceType::kCPU ? "cpu" : "gpu"; }
 std::string show(int32_t root) { return std::to_string(root); }
 std::string show(const std::vector<std::vector<int64_t>>& shapes) {
   std::vector<std::string> parts;

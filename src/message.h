@@ -40,6 +40,8 @@ struct Request {
   ReduceOp op = ReduceOp::kSum;
   double prescale = 1.0;
   double postscale = 1.0;
+  // The kind of memory only (index 0): each rank drives its own GPU, so the
+  // ranks agree on "cpu" or "gpu", not on an ordinal.
   Device device;
   std::vector<int64_t> shape;
   int32_t root = 0;                                // broadcast

@@ -18,7 +18,7 @@ int rank_in(MPI_Comm comm) {
 }  // namespace
 
 ProcessSetState::ProcessSetState(int id, std::vector<int> ranks, MPI_Comm comm,
-                                 const Config& config)
+                                 const Config& config, GpuSupport* gpu)
     : id_(id), ranks_(std::move(ranks)), set_rank_(rank_in(comm)), queue_(ranks_[set_rank_]) {
   // Own communicators keep the set's messages apart from every other set's
   // and the application's, and control apart from data.
@@ -37,8 +37,12 @@ ProcessSetState::ProcessSetState(int id, std::vector<int> ranks, MPI_Comm comm,
                      "process set {} was removed (or herd shut down) before the operation "
                      "completed",
                      id_);
-  loop_ =
-      std::make_shared<BackgroundLoop>(config, queue_, *control_, *transport_, ranks_, stop_reason);
+  GpuSetContext gpu_context;
+  gpu_context.comm = data_comm_;
+  gpu_context.host_transport = transport_.get();
+  gpu_context.global_ranks = ranks_;
+  loop_ = std::make_shared<BackgroundLoop>(config, queue_, *control_, *transport_, ranks_,
+                                           stop_reason, gpu, std::move(gpu_context));
   thread_ = std::thread([loop = loop_.get()] { loop->run(); });
 }
 

@@ -22,6 +22,7 @@
 #include "src/background_loop.h"
 #include "src/config.h"
 #include "src/control_channel.h"
+#include "src/gpu_support.h"
 #include "src/tensor_queue.h"
 
 namespace herd::detail {
@@ -30,7 +31,9 @@ class ProcessSetState {
  public:
   // `comm` holds exactly the set's members, in the order of `ranks` (global
   // ranks, ascending); the state duplicates it and leaves `comm` to the caller.
-  ProcessSetState(int id, std::vector<int> ranks, MPI_Comm comm, const Config& config);
+  // `gpu` (null without GPU support) must outlive the state.
+  ProcessSetState(int id, std::vector<int> ranks, MPI_Comm comm, const Config& config,
+                  GpuSupport* gpu = nullptr);
   ~ProcessSetState();
   ProcessSetState(const ProcessSetState&) = delete;
   ProcessSetState& operator=(const ProcessSetState&) = delete;

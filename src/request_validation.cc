@@ -51,10 +51,6 @@ Status validate_view(const std::string& what, const char* role, const TensorView
     return Status::error(fmt::format("{}: {} data is null but shape {} has {} elements", what, role,
                                      shape_to_string(view.shape), view.num_elements()));
   }
-  if (view.device.type != DeviceType::kCPU) {
-    return Status::error(fmt::format("{}: {} is on {}, but this build of herd has no GPU support",
-                                     what, role, to_string(view.device)));
-  }
   return Status::ok();
 }
 
@@ -62,6 +58,12 @@ Status validate_reduction(const std::string& what, const TensorView& input,
                           const TensorView& output, double prescale, double postscale) {
   HERD_RETURN_IF_ERROR(validate_view(what, "input", input));
   HERD_RETURN_IF_ERROR(validate_view(what, "output", output));
+  if (input.device != output.device) {
+    return Status::error(
+        fmt::format("{}: input is on {} but output on {}; both must be on the "
+                    "same device",
+                    what, to_string(input.device), to_string(output.device)));
+  }
   if (input.dtype != output.dtype) {
     return Status::error(fmt::format("{}: input dtype {} differs from output dtype {}", what,
                                      to_string(input.dtype), to_string(output.dtype)));

@@ -44,6 +44,9 @@ void check_settings_agree(const Config& config, int size) {
       {"HERD_CACHE_CAPACITY", config.cache_capacity},
       {"HERD_RING_SEGMENT_BYTES", config.ring_segment_bytes},
       {"HERD_SMALL_ALLREDUCE_BYTES", config.small_allreduce_bytes},
+      {"HERD_GPU_ALLREDUCE", static_cast<int64_t>(config.gpu_allreduce)},
+      {"HERD_HIERARCHICAL_ALLREDUCE", config.hierarchical_allreduce ? 1 : 0},
+      {"HERD_GPU_STAGING_BYTES", config.gpu_staging_bytes},
   };
   constexpr int kCount = sizeof(shared) / sizeof(shared[0]);
   int64_t mine[kCount];
@@ -168,7 +171,9 @@ std::unique_ptr<Runtime> Runtime::start(const Config& config) {
   std::vector<int> everyone(static_cast<std::size_t>(runtime->size_));
   std::iota(everyone.begin(), everyone.end(), 0);
   runtime->set_ranks_[0] = everyone;
-  runtime->member_sets_[0] = std::make_unique<ProcessSetState>(0, everyone, MPI_COMM_WORLD, config);
+  runtime->gpu_support_ = make_gpu_support(config, runtime->rank_, runtime->local_rank_);
+  runtime->member_sets_[0] = std::make_unique<ProcessSetState>(0, everyone, MPI_COMM_WORLD, config,
+                                                               runtime->gpu_support_.get());
   // The sets are made one add_process_set at a time, which every rank must
   // call equally often: agree on the count before the first one.
   const std::vector<std::vector<int>> counts = allgather_lists(
@@ -252,7 +257,8 @@ ProcessSet Runtime::create_process_set(int id, std::vector<int> ranks) {
             "MPI_Comm_split");
   set_ranks_[id] = ranks;
   if (member) {
-    member_sets_[id] = std::make_unique<ProcessSetState>(id, ranks, comm, config_);
+    member_sets_[id] =
+        std::make_unique<ProcessSetState>(id, ranks, comm, config_, gpu_support_.get());
     MPI_Comm_free(&comm);
   }
   HERD_LOG(kInfo, "process set {} with ranks [{}]", id, fmt::join(ranks, ","));

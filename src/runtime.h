@@ -21,6 +21,7 @@
 #include "herd/tensor.h"
 #include "herd/types.h"
 #include "src/config.h"
+#include "src/gpu_support.h"
 #include "src/message.h"
 #include "src/process_set_state.h"
 #include "src/tensor_queue.h"
@@ -91,6 +92,9 @@ class Runtime {
   // the view's dtype, shape and device.
   TensorEntry make_entry(CollectiveType type, const std::string& name, const TensorView& view,
                          const ProcessSetState& state);
+  // Throws unless `view` is CPU memory or memory of this rank's GPU in a
+  // build with GPU support (GpuSupport::check_view).
+  void require_usable_device(const std::string& what, const char* role, const TensorView& view);
   // Makes the set's communicator and, on members, its state.
   ProcessSet create_process_set(int id, std::vector<int> ranks);
 
@@ -106,6 +110,9 @@ class Runtime {
   int thread_level_ = MPI_THREAD_SINGLE;  // as MPI provides it
   // Used only by the thread that adds and removes process sets.
   MPI_Comm registry_comm_ = MPI_COMM_NULL;
+  // The GPU path (null without it); declared before the sets, which use it,
+  // so that it is destroyed after them.
+  std::unique_ptr<GpuSupport> gpu_support_;
   std::map<int, std::vector<int>> set_ranks_;                    // every set of the job, by id
   std::map<int, std::unique_ptr<ProcessSetState>> member_sets_;  // the sets this rank is in
   int next_set_id_ = 1;

@@ -49,19 +49,39 @@ std::string describe(CollectiveType type, const std::string& name) {
 
 }  // namespace
 
+void Runtime::require_usable_device(const std::string& what, const char* role,
+                                    const TensorView& view) {
+  if (view.device.type == DeviceType::kCPU) return;
+  if (!gpu_support_) {
+    throw Error(
+        fmt::format("{}: {} is on {}, but this build of herd has no GPU support "
+                    "(herd::cuda_built() is false; build with CUDA: docs/gpu.md)",
+                    what, role, to_string(view.device)));
+  }
+  throw_if_failed(gpu_support_->check_view(what, role, view));
+}
+
 TensorEntry Runtime::make_entry(CollectiveType type, const std::string& name,
                                 const TensorView& view, const ProcessSetState& state) {
   if (name.empty()) throw Error(fmt::format("{}: the tensor name is empty", to_string(type)));
+  const std::string what = describe(type, name);
+  require_usable_device(what, "input", view);
   TensorEntry entry;
   entry.request.rank = state.set_rank();
   entry.request.type = type;
   entry.request.name = name;
   entry.request.dtype = view.dtype;
-  entry.request.device = view.device;
+  entry.request.device = Device{view.device.type, 0};
   entry.request.shape = view.shape;
   entry.input = view;
   entry.output = view;
-  entry.handle = std::make_shared<HandleState>(describe(type, name));
+  if (view.device.type == DeviceType::kGPU) {
+    // On the caller's thread, right after the work that produces the data
+    // was queued: the executor's stream waits for exactly that work.
+    throw_if_failed(gpu_support_->record_ready(view, &entry.ready_event)
+                        .with_context(what + ": recording the input's ready event: "));
+  }
+  entry.handle = std::make_shared<HandleState>(what);
   return entry;
 }
 
@@ -72,6 +92,7 @@ Handle Runtime::allreduce_async(const std::string& name, const TensorView& input
   throw_if_failed(validate_reduction(what, input, output, prescale, postscale));
   ProcessSetState& state = member_state(set, what);
   TensorEntry entry = make_entry(CollectiveType::kAllreduce, name, input, state);
+  require_usable_device(what, "output", output);
   set_reduction(&entry.request, op, prescale, postscale);
   entry.output = output;
   return state.submit(std::move(entry));
@@ -163,7 +184,19 @@ Handle Runtime::grouped_allreduce_async(const std::vector<std::string>& names,
                               to_string(inputs[0].dtype), names[i], to_string(inputs[i].dtype)));
     }
   }
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (inputs[i].device != inputs[0].device) {
+      throw Error(fmt::format("{}: members are on different devices: '{}' {}, '{}' {}", what,
+                              names[0], to_string(inputs[0].device), names[i],
+                              to_string(inputs[i].device)));
+    }
+    const std::string member = describe(CollectiveType::kAllreduce, names[i]);
+    require_usable_device(member, "input", inputs[i]);
+    require_usable_device(member, "output", outputs[i]);
+  }
   ProcessSetState& state = member_state(set, what);
+  // One ready event, on the first member's stream: a group is produced by
+  // one backward pass, on one stream.
   TensorEntry entry = make_entry(CollectiveType::kGroupedAllreduce, name, inputs[0], state);
   entry.request.shape.clear();
   for (const TensorView& input : inputs) entry.request.group_shapes.push_back(input.shape);

@@ -24,6 +24,12 @@ Status TensorQueue::push(TensorEntry entry, bool wake_waiter) {
   return Status::ok();
 }
 
+bool TensorQueue::has_work() {
+  if (has_work_.load(std::memory_order_acquire)) return true;
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !entries_.empty();
+}
+
 std::vector<TensorEntry> TensorQueue::drain() {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<TensorEntry> drained;

@@ -41,6 +41,9 @@ struct TensorEntry {
   // A joined rank's stand-in for a tensor it never submitted: holds the
   // identity of the op, and no handle waits on it.
   std::unique_ptr<uint8_t[]> owned_storage;
+  // A GPU entry's readiness: a cudaEvent_t recorded on the producer's stream
+  // at submission (GpuSupport::record_ready), destroyed with the last copy.
+  std::shared_ptr<void> ready_event;
   std::chrono::steady_clock::time_point submitted = std::chrono::steady_clock::now();
   bool stall_reported = false;  // the stall check warned about it already
 };
@@ -63,6 +66,9 @@ class TensorQueue {
   void wait_for_work(std::chrono::microseconds timeout,
                      std::chrono::microseconds spin = std::chrono::microseconds{0});
   void wake();
+  // Whether an entry waits to be drained (also one pushed without waking) or
+  // wake() was called; any thread.
+  bool has_work();
 
   // The name may be submitted again.
   void finish(const std::string& name);

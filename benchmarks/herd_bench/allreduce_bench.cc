@@ -12,6 +12,7 @@
 #include "benchmarks/herd_bench/bench_mpi.h"
 #include "benchmarks/herd_bench/bench_sweep.h"
 #include "benchmarks/herd_bench/bench_values.h"
+#include "benchmarks/herd_bench/gpu_bench.h"
 #include "benchmarks/herd_bench/table.h"
 #include "collectives/allreduce.h"
 #include "collectives/mpi/mpi_transport.h"
@@ -49,10 +50,12 @@ CLI::App* add_allreduce_command(CLI::App& app, AllreduceBenchOptions& options) {
   CLI::App* command = app.add_subcommand("allreduce", "Allreduce bandwidth sweep");
   add_sweep_options(*command, options);
   add_op_option(*command, options.op);
+  add_device_option(*command, options.device);
   return command;
 }
 
 int64_t run_allreduce_bench(const AllreduceBenchOptions& options, MPI_Comm comm) {
+  if (options.device == BenchDevice::kCuda) return run_gpu_allreduce_bench(options, comm);
   const Sweep sweep = open_sweep(options, comm);
   const int ranks = sweep.ranks;
 

@@ -20,7 +20,8 @@
 namespace herd::bench {
 
 struct AllreduceBenchOptions : SweepOptions {
-  ReduceOp op = ReduceOp::kSum;  // -o
+  ReduceOp op = ReduceOp::kSum;            // -o
+  BenchDevice device = BenchDevice::kCpu;  // --device: cuda runs gpu_bench.h's sweep
 };
 
 // Adds the "allreduce" subcommand, whose options land in `options`.
@@ -30,6 +31,8 @@ CLI::App* add_allreduce_command(CLI::App& app, AllreduceBenchOptions& options);
 // herd's global process set, in the same order) and returns the number of
 // wrong elements over all sizes, paths and ranks, on every rank. Rank 0
 // prints. Throws std::runtime_error (herd::Error from herd) on a failure.
+// With --device cuda this is run_gpu_allreduce_bench (gpu_bench.h), whose
+// caller has checked require_gpu first.
 int64_t run_allreduce_bench(const AllreduceBenchOptions& options, MPI_Comm comm);
 
 }  // namespace herd::bench

@@ -28,18 +28,26 @@ void print_preamble(const Sweep& sweep, const std::string& collective, const std
   if (sweep.rank != 0) return;
   const SweepOptions& options = sweep.options;
   const Table& table = sweep.table;
-  table.print_note("herd-bench " + collective + ": " + std::to_string(sweep.ranks) + " ranks, " +
-                   to_string(options.dtype) + (qualifier.empty() ? "" : ", " + qualifier) + ", " +
-                   std::to_string(options.iterations) + " timed iterations after " +
-                   std::to_string(options.warmup) + " warmup");
-  table.print_note("time: the slowest rank's mean per iteration; algbw = size / time; busbw = " +
-                   busbw_formula);
+  print_title(sweep, collective, qualifier, busbw_formula);
   for (const std::string& note : notes) table.print_note(note);
   if (mpi_type(options.dtype) == MPI_DATATYPE_NULL) {
     table.print_note("mpi: skipped, MPI has no " + to_string(options.dtype) + " type");
   }
   table.print_note("memcpy: one rank copies the same bytes (no reduction, no check)");
   table.print_header();
+}
+
+void print_title(const Sweep& sweep, const std::string& collective, const std::string& qualifier,
+                 const std::string& busbw_formula) {
+  if (sweep.rank != 0) return;
+  const SweepOptions& options = sweep.options;
+  sweep.table.print_note("herd-bench " + collective + ": " + std::to_string(sweep.ranks) +
+                         " ranks, " + to_string(options.dtype) +
+                         (qualifier.empty() ? "" : ", " + qualifier) + ", " +
+                         std::to_string(options.iterations) + " timed iterations after " +
+                         std::to_string(options.warmup) + " warmup");
+  sweep.table.print_note(
+      "time: the slowest rank's mean per iteration; algbw = size / time; busbw = " + busbw_formula);
 }
 
 int64_t for_each_size(const Sweep& sweep, const std::function<int64_t(int64_t size)>& run_size) {
@@ -78,17 +86,21 @@ const void* result_data(const Tensor& result, DataType dtype, int64_t count, int
 
 void SizeRun::measure_memcpy() const {
   const SweepOptions& options = sweep_.options;
-  if (sweep_.rank == 0) {
+  const std::size_t bytes = static_cast<std::size_t>(columns_.bytes);
+  measure_ceiling("memcpy", [&] {
     // Filled, so that the first timed copy does not pay for page faults.
-    std::vector<unsigned char> from(columns_.bytes, 1), to(columns_.bytes, 0);
-    for (int i = 0; i < options.warmup; ++i) std::memcpy(to.data(), from.data(), from.size());
+    std::vector<unsigned char> from(bytes, 1), to(bytes, 0);
+    for (int i = 0; i < options.warmup; ++i) std::memcpy(to.data(), from.data(), bytes);
     const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < options.iterations; ++i) {
-      std::memcpy(to.data(), from.data(), from.size());
-    }
+    for (int i = 0; i < options.iterations; ++i) std::memcpy(to.data(), from.data(), bytes);
     const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-    sweep_.table.print_row(base_row("memcpy", elapsed.count() / options.iterations));
-  }
+    return elapsed.count() / options.iterations;
+  });
+}
+
+void SizeRun::measure_ceiling(const char* path,
+                              const std::function<double()>& rank0_seconds) const {
+  if (sweep_.rank == 0) sweep_.table.print_row(base_row(path, rank0_seconds()));
   check_mpi(MPI_Barrier(sweep_.comm), "MPI_Barrier");
 }
 

@@ -49,6 +49,11 @@ Sweep open_sweep(const SweepOptions& options, MPI_Comm comm);
 void print_preamble(const Sweep& sweep, const std::string& collective, const std::string& qualifier,
                     const std::string& busbw_formula, const std::vector<std::string>& notes);
 
+// The first two of those lines alone (rank 0), for a sweep whose other notes
+// and ceiling differ (gpu_bench.h); the caller prints the header after its notes.
+void print_title(const Sweep& sweep, const std::string& collective, const std::string& qualifier,
+                 const std::string& busbw_formula);
+
 // Calls run_size(size) for each size from -b to -e (times -f each step),
 // printing "[3/12] 1 MiB" on stderr first (rank 0, unless -q) and flushing
 // the table after; returns the sum of what run_size returned.
@@ -100,6 +105,11 @@ class SizeRun {
   // the other ranks wait at a barrier: a ceiling for one pass over the
   // buffer on this machine. The row has no reduction, bus or check.
   void measure_memcpy() const;
+
+  // The same for any ceiling: rank 0 alone calls rank0_seconds, which runs
+  // -w untimed and -n timed iterations and returns the mean seconds of one,
+  // while the other ranks wait at a barrier; then rank 0 prints the row.
+  void measure_ceiling(const char* path, const std::function<double()>& rank0_seconds) const;
 
  private:
   int64_t finish_row(const char* path, double seconds, int64_t local_wrong) const;

@@ -62,6 +62,19 @@ void add_op_option(CLI::App& command, ReduceOp& op) {
   add_enum_option(command, "-o,--op", op, "Reduction", ops);
 }
 
+void add_device_option(CLI::App& command, BenchDevice& device) {
+  const std::map<std::string, BenchDevice> devices{{"cpu", BenchDevice::kCpu},
+                                                   {"cuda", BenchDevice::kCuda}};
+  std::vector<std::string> keys;
+  for (const auto& entry : devices) keys.push_back(entry.first);
+  command
+      .add_option_function<std::string>(
+          "--device", [&device, devices](const std::string& name) { device = devices.at(name); },
+          "Buffers in host memory (cpu) or on the GPU of local rank % GPUs (cuda)")
+      ->transform(CLI::IsMember(keys, CLI::ignore_case))
+      ->default_str(device == BenchDevice::kCuda ? "cuda" : "cpu");
+}
+
 void add_sweep_options(CLI::App& command, SweepOptions& options) {
   add_size_option(command, "-b,--minbytes", options.min_bytes, "First size (K, M, G suffixes)");
   add_size_option(command, "-e,--maxbytes", options.max_bytes, "Last size, inclusive");

@@ -26,6 +26,13 @@ struct SweepOptions {
   bool quiet = false;   // no progress lines on stderr
 };
 
+// Where a sweep's buffers live: host memory, or the memory of a CUDA device
+// (gpu_bench.h). Only allreduce takes --device so far.
+enum class BenchDevice { kCpu, kCuda };
+
+// --device: "cpu" (the default) or "cuda", case-insensitively.
+void add_device_option(CLI::App& command, BenchDevice& device);
+
 // A size option: "4K", "64M", ... (table.h's parse_bytes), stored in bytes.
 void add_size_option(CLI::App& command, const std::string& flags, int64_t& bytes,
                      const std::string& help);

@@ -13,6 +13,10 @@
 //
 // times one training step's gradients of a real model instead (step_bench.h).
 //
+// `herd-bench allreduce --device cuda` runs the sweep on GPU buffers against
+// raw NCCL, MPI staged through host memory and a device-to-device copy
+// (gpu_bench.h); it exits 77 where no CUDA device is visible.
+//
 // The program initializes MPI itself with MPI_THREAD_MULTIPLE, so that a bad
 // command line ends cleanly before herd starts; herd::init then uses this MPI
 // and leaves MPI_Finalize to main.
@@ -32,6 +36,7 @@
 #include "benchmarks/herd_bench/alltoall_bench.h"
 #include "benchmarks/herd_bench/broadcast_bench.h"
 #include "benchmarks/herd_bench/cli_options.h"
+#include "benchmarks/herd_bench/gpu_bench.h"
 #include "benchmarks/herd_bench/reducescatter_bench.h"
 #include "benchmarks/herd_bench/step_bench.h"
 
@@ -74,6 +79,16 @@ int main(int argc, char** argv) {
     if (rank == 0) std::fprintf(stderr, "herd-bench: MPI lacks MPI_THREAD_MULTIPLE\n");
     MPI_Finalize();
     return 2;
+  }
+
+  // --device cuda needs a GPU on every rank and a build with CUDA; without
+  // either it ends here (exit code 77 without a device, 2 without CUDA).
+  if (allreduce->parsed() && allreduce_options.device == herd::bench::BenchDevice::kCuda) {
+    const int code = herd::bench::require_gpu(MPI_COMM_WORLD);
+    if (code != 0) {
+      MPI_Finalize();
+      return code;
+    }
   }
 
   MPI_Comm comm;  // the benchmark's own barriers, reductions and MPI path

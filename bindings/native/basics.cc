@@ -30,6 +30,9 @@ void bind_basics(py::module_& m) {
   m.def("cross_rank", &cross_rank);
   m.def("cross_size", &cross_size);
   m.def("mpi_threads_supported", &mpi_threads_supported);
+  // Both callable before init.
+  m.def("cuda_built", &cuda_built, "Whether this build of herd has the GPU path (CUDA).");
+  m.def("nccl_built", &nccl_built, "Whether this build of herd uses NCCL for GPU tensors.");
 
   m.def(
       "add_process_set",

@@ -44,6 +44,13 @@ int cross_size();
 // asked for), so that the program may call MPI from any thread.
 bool mpi_threads_supported();
 
+// Whether this build of herd has the GPU path (CUDA), and whether it uses
+// NCCL for GPU tensors. Callable before init. Without CUDA, a TensorView on a
+// GPU is refused; with CUDA but without NCCL, GPU tensors are reduced over
+// MPI through host memory (docs/gpu.md).
+bool cuda_built();
+bool nccl_built();
+
 // Reduces `input` across all ranks into `output` under the name `name`, which
 // must be submitted on every rank with the same shape, dtype, op and scales.
 // input is multiplied by `prescale` before the reduction and the result by

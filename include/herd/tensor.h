@@ -1,4 +1,5 @@
-// herd::Tensor: an owning, contiguous tensor in host memory.
+// herd::Tensor: an owning, contiguous tensor in host memory, or in the memory
+// of a GPU (a build with CUDA; cudaMalloc'ed, freed when the Tensor is).
 //
 // The results of allgather, alltoall and reducescatter have sizes that only
 // the negotiation between ranks decides, so the caller passes a Tensor and
@@ -18,12 +19,17 @@ namespace herd {
 class Tensor {
  public:
   Tensor() = default;
-  Tensor(DataType dtype, std::vector<int64_t> shape) { reset(dtype, std::move(shape)); }
+  Tensor(DataType dtype, std::vector<int64_t> shape, Device device = Device::cpu()) {
+    reset(dtype, std::move(shape), device);
+  }
 
-  // Drops the old contents and allocates room for `shape`, uninitialized.
-  void reset(DataType dtype, std::vector<int64_t> shape);
+  // Drops the old contents and allocates room for `shape` on `device`,
+  // uninitialized. Throws herd::Error for a GPU in a build without CUDA, or
+  // when the GPU's allocation fails.
+  void reset(DataType dtype, std::vector<int64_t> shape, Device device = Device::cpu());
 
   DataType dtype() const { return dtype_; }
+  const Device& device() const { return device_; }
   const std::vector<int64_t>& shape() const { return shape_; }
   int64_t num_elements() const;
   std::size_t num_bytes() const {
@@ -39,13 +45,15 @@ class Tensor {
   const T* data_as() const {
     return static_cast<const T*>(data());
   }
-  TensorView view() { return TensorView{data(), dtype_, shape_}; }
+  TensorView view() { return TensorView{data(), dtype_, shape_, device_}; }
 
  private:
   DataType dtype_ = DataType::kFloat32;
   std::vector<int64_t> shape_{0};
-  // Aligned for every element type.
-  std::unique_ptr<std::max_align_t[]> storage_;
+  Device device_ = Device::cpu();
+  // Aligned for every element type (cudaMalloc aligns to 256 bytes). The
+  // deleter frees host or device memory, whichever it is.
+  std::unique_ptr<void, void (*)(void*)> storage_{nullptr, nullptr};
 };
 
 }  // namespace herd

@@ -63,11 +63,19 @@ std::string shape_to_string(const std::vector<int64_t>& shape);
 
 // A non-owning view of a dense tensor: `data` must stay valid, and must not be
 // written by the caller, until the operation that received the view completes.
+//
+// A view of GPU memory (device = Device::gpu(i), in a build with CUDA) may
+// name the CUDA stream its data is produced on: herd records an event on that
+// stream when the operation is submitted and starts reading only once the
+// work queued before it has finished, so the caller need not synchronize.
+// nullptr means the legacy default stream. herd::wait returns once the result
+// is in the output, so work queued on any stream after it sees the result.
 struct TensorView {
   void* data = nullptr;
   DataType dtype = DataType::kFloat32;
   std::vector<int64_t> shape;
   Device device = Device::cpu();
+  void* stream = nullptr;  // cudaStream_t of a GPU view; ignored for the CPU
 
   // Product of the shape's extents; 1 for a scalar (empty shape).
   int64_t num_elements() const;

@@ -109,7 +109,10 @@ def test_namespace_matches_horovod_torch(rank, size):
     assert 0 <= hvd.cross_rank() < hvd.cross_size() <= size
     assert hvd.mpi_enabled() and hvd.mpi_built()
     assert not hvd.gloo_enabled() and not hvd.gloo_built()
-    assert not hvd.nccl_built() and not hvd.cuda_built() and not hvd.rocm_built()
+    assert hvd.cuda_built() is herd.cuda_built() is herd._native.cuda_built()
+    assert hvd.nccl_built() is herd.nccl_built() is herd._native.nccl_built()
+    assert hvd.cuda_built() or not hvd.nccl_built()  # NCCL only with CUDA
+    assert not hvd.rocm_built()
     assert isinstance(hvd.mpi_threads_supported(), bool)
     assert hvd.HorovodInternalError is herd.Error and hvd.Error is herd.Error
     assert issubclass(herd.Error, RuntimeError)

@@ -98,12 +98,18 @@ def gloo_built():
 
 
 def nccl_built():
-    """0: this build moves CPU tensors only (Horovod returns the NCCL version)."""
-    return 0
+    """Whether this build of herd uses NCCL for GPU tensors. Callable before ``init``.
+
+    A bool (Horovod returns NCCL's version number, or 0): ``if nccl_built():`` reads the
+    same.
+    """
+    return _native.nccl_built()
 
 
 def cuda_built():
-    return False
+    """Whether this build of herd has the GPU path (CUDA): ``herd.torch`` then takes CUDA
+    tensors. Callable before ``init``."""
+    return _native.cuda_built()
 
 
 def rocm_built():

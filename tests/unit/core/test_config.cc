@@ -37,6 +37,10 @@ std::set<std::string> differing_fields(const Config& a, const Config& b) {
   if (a.small_allreduce_bytes != b.small_allreduce_bytes) fields.insert("small_allreduce_bytes");
   if (a.stall_check_seconds != b.stall_check_seconds) fields.insert("stall_check_seconds");
   if (a.process_sets != b.process_sets) fields.insert("process_sets");
+  if (a.gpu_allreduce != b.gpu_allreduce) fields.insert("gpu_allreduce");
+  if (a.hierarchical_allreduce != b.hierarchical_allreduce) fields.insert("hierarchical_allreduce");
+  if (a.nccl_timeout_seconds != b.nccl_timeout_seconds) fields.insert("nccl_timeout_seconds");
+  if (a.gpu_staging_bytes != b.gpu_staging_bytes) fields.insert("gpu_staging_bytes");
   return fields;
 }
 
@@ -48,7 +52,11 @@ const std::set<std::string> kAllFields = {"fusion_threshold_bytes",
                                           "ring_segment_bytes",
                                           "small_allreduce_bytes",
                                           "stall_check_seconds",
-                                          "process_sets"};
+                                          "process_sets",
+                                          "gpu_allreduce",
+                                          "hierarchical_allreduce",
+                                          "nccl_timeout_seconds",
+                                          "gpu_staging_bytes"};
 
 void check_rejected(const std::string& variable, const std::string& value,
                     const std::string& expected) {
@@ -214,11 +222,13 @@ TEST_CASE("config: several bad values are reported together", "[config]") {
 
 TEST_CASE("config: setting_docs covers every field exactly once", "[config]") {
   const std::map<std::string, std::string> non_default = {
-      {"HERD_FUSION_THRESHOLD", "1"},       {"HERD_CYCLE_TIME", "0.25"},
-      {"HERD_CACHE_CAPACITY", "7"},         {"HERD_LOG_LEVEL", "trace"},
-      {"HERD_RING_SEGMENT_BYTES", "3"},     {"HERD_SMALL_ALLREDUCE_BYTES", "5"},
-      {"HERD_STALL_CHECK_TIME", "2.5"},     {"HERD_PROCESS_SETS", "0,1"},
-      {"HERD_FUSION_MAX_TENSOR_BYTES", "9"}};
+      {"HERD_FUSION_THRESHOLD", "1"},        {"HERD_CYCLE_TIME", "0.25"},
+      {"HERD_CACHE_CAPACITY", "7"},          {"HERD_LOG_LEVEL", "trace"},
+      {"HERD_RING_SEGMENT_BYTES", "3"},      {"HERD_SMALL_ALLREDUCE_BYTES", "5"},
+      {"HERD_STALL_CHECK_TIME", "2.5"},      {"HERD_PROCESS_SETS", "0,1"},
+      {"HERD_FUSION_MAX_TENSOR_BYTES", "9"}, {"HERD_GPU_ALLREDUCE", "mpi"},
+      {"HERD_HIERARCHICAL_ALLREDUCE", "1"},  {"HERD_NCCL_TIMEOUT", "1.5"},
+      {"HERD_GPU_STAGING_BYTES", "4096"}};
   std::vector<SettingDoc> docs = setting_docs();
   REQUIRE(docs.size() == non_default.size());
 
@@ -249,6 +259,34 @@ TEST_CASE("config: setting_docs covers every field exactly once", "[config]") {
 TEST_CASE("config: process_environment reads the real environment", "[config]") {
   EnvLookup env = process_environment();
   CHECK(env("HERD_TEST_SURELY_UNSET_VARIABLE_8c1f") == nullptr);
+}
+
+TEST_CASE("config: the GPU settings", "[config]") {
+  Config config;
+  REQUIRE(read({{"HERD_GPU_ALLREDUCE", "Mpi"},
+                {"HERD_HIERARCHICAL_ALLREDUCE", "1"},
+                {"HERD_NCCL_TIMEOUT", "0"},
+                {"HERD_GPU_STAGING_BYTES", "65536"}},
+               &config)
+              .is_ok());
+  CHECK(config.gpu_allreduce == GpuAllreduce::kMpi);
+  CHECK(config.hierarchical_allreduce);
+  CHECK(config.nccl_timeout_seconds == 0.0);
+  CHECK(config.gpu_staging_bytes == 65536);
+  REQUIRE(read({{"HERD_GPU_ALLREDUCE", "nccl"}}, &config).is_ok());
+  CHECK(config.gpu_allreduce == GpuAllreduce::kNccl);
+
+  Status status = read({{"HERD_GPU_ALLREDUCE", "gloo"},
+                        {"HERD_HIERARCHICAL_ALLREDUCE", "yes"},
+                        {"HERD_NCCL_TIMEOUT", "-1"},
+                        {"HERD_GPU_STAGING_BYTES", "0"}},
+                       &config);
+  REQUIRE_FALSE(status.is_ok());
+  CHECK(status.message() ==
+        "HERD_GPU_ALLREDUCE='gloo': expected NCCL or MPI; "
+        "HERD_HIERARCHICAL_ALLREDUCE='yes': expected 0 or 1; "
+        "HERD_NCCL_TIMEOUT='-1': expected a non-negative number of seconds; "
+        "HERD_GPU_STAGING_BYTES='0': expected a positive integer (bytes)");
 }
 
 }  // namespace herd::detail

@@ -94,7 +94,7 @@ TEST_CASE("build_response: several clauses, in field order", "[coordinator]") {
         "shape mismatch: rank 0 [4,3], rank 1 [12], rank 2 [4,3]; "
         "prescale mismatch: rank 0 0.3333333333333333, rank 1 1, rank 2 1; "
         "postscale mismatch: rank 0 1, rank 1 1, rank 2 0.1; "
-        "device mismatch: rank 0 cpu, rank 1 gpu:1, rank 2 cpu");
+        "device mismatch: rank 0 cpu, rank 1 gpu, rank 2 cpu");
 }
 
 TEST_CASE("build_response: one rank agrees with itself", "[coordinator]") {

@@ -9,10 +9,16 @@ differentiable, as in Horovod.
 
 Tensors cross to the C++ runtime by address, without copies: out-of-place
 allreduce and broadcast write into a tensor allocated here, allgather, alltoall
-and reducescatter return the buffer herd allocated (``torch.frombuffer``, no
-copy). A non-contiguous input is made contiguous first; an in-place call on a
+and reducescatter return the buffer herd allocated (``torch.frombuffer`` on the
+CPU, ``torch.as_tensor`` over ``__cuda_array_interface__`` on a GPU; no copy). A
+non-contiguous input is made contiguous first; an in-place call on a
 non-contiguous tensor reduces a contiguous copy and copies the result back.
-CPU tensors only: this build of herd has no GPU support.
+
+CUDA tensors are taken when herd was built with CUDA (``cuda_built()``): each
+crosses with its device's index and the address of that device's current torch
+stream, and herd waits for the work queued on that stream before it reads the
+tensor (so a result computed on the current stream right before the call is
+what herd sees). A result is complete when ``synchronize`` returns.
 """
 
 import torch
@@ -88,6 +94,7 @@ _WIRE_NAMES = {
 }
 
 _NO_GPU = "herd was built without GPU support; move the tensor to the CPU (tensor.cpu())"
+_CUDA = _native.cuda_built()
 
 
 # --------------------------------------------------------------------------
@@ -98,8 +105,9 @@ def _wire_dtype(tensor, caller, reduces):
     """herd's dtype name for ``tensor``, after checking herd can take it."""
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"{caller}: expected a torch.Tensor, got {type(tensor).__name__}")
-    if tensor.device.type != "cpu":
-        raise ValueError(f"{caller}: the tensor is on {tensor.device}; {_NO_GPU}")
+    if tensor.device.type != "cpu" and not (tensor.device.type == "cuda" and _CUDA):
+        accepted = "herd takes CPU and CUDA tensors" if _CUDA else _NO_GPU
+        raise ValueError(f"{caller}: the tensor is on {tensor.device}; {accepted}")
     if tensor.layout != torch.strided:
         raise ValueError(f"{caller}: {tensor.layout} tensors are not supported; use a dense one")
     if tensor.dtype == torch.bool and not reduces:
@@ -113,16 +121,47 @@ def _wire_dtype(tensor, caller, reduces):
     return name
 
 
+def _placement(tensor):
+    """``{"device": ..., "stream": ...}`` for the native call: device -1 and stream 0 on the
+    CPU; on a GPU its index and the address of its current stream (0 for the legacy default
+    stream), on which herd waits for the work queued before the call."""
+    if tensor.device.type != "cuda":
+        return {"device": -1, "stream": 0}
+    return {"device": tensor.device.index,
+            "stream": torch.cuda.current_stream(tensor.device).cuda_stream}
+
+
 def _contiguous(tensor):
     """The tensor's data, contiguous and outside autograd (itself when it already is)."""
     return tensor.detach().contiguous()
 
 
+class _DeviceBytes:
+    """A herd result on a GPU as one dimension of bytes for ``torch.as_tensor``, which reads
+    ``__cuda_array_interface__`` with NumPy's element codes (so not bfloat16); the dtype is
+    applied after, as for ``torch.frombuffer``. torch holds a reference to this object, and
+    this object one to the result, for as long as the tensor's memory is in use."""
+
+    __slots__ = ("result", "__cuda_array_interface__")
+
+    def __init__(self, result):
+        self.result = result
+        self.__cuda_array_interface__ = dict(result.__cuda_array_interface__,
+                                             shape=(result.nbytes,), typestr="|u1")
+
+
 def _from_result(result, dtype):
-    """A tensor over the buffer herd allocated for a result, without a copy."""
+    """A tensor over the memory herd allocated for a result (on the input's device), without
+    a copy."""
+    if result.device < 0:
+        if result.nbytes == 0:
+            return torch.empty(result.shape, dtype=dtype)
+        return torch.frombuffer(result, dtype=torch.uint8).view(dtype).reshape(result.shape)
+    device = torch.device("cuda", result.device)
     if result.nbytes == 0:
-        return torch.empty(result.shape, dtype=dtype)
-    return torch.frombuffer(result, dtype=torch.uint8).view(dtype).reshape(result.shape)
+        return torch.empty(result.shape, dtype=dtype, device=device)
+    return torch.as_tensor(_DeviceBytes(result), device=device).view(dtype).reshape(
+        result.shape)
 
 
 def _target(collective, name, process_set, caller):
@@ -201,7 +240,7 @@ def _allreduce_submit(tensor, output, name, op, prescale_factor, postscale_facto
     tensor_name, process_set_id = _target("allreduce", name, process_set, caller)
     return _native.allreduce_async(
         tensor_name, tensor.data_ptr(), output.data_ptr(), dtype, list(tensor.shape), op,
-        float(prescale_factor), float(postscale_factor), process_set_id)
+        float(prescale_factor), float(postscale_factor), process_set_id, **_placement(tensor))
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -281,10 +320,12 @@ def _grouped_allreduce_submit(tensors, outputs, name, op, prescale_factor, posts
         raise ValueError(f"{caller}: give at least one tensor")
     dtypes = [_wire_dtype(t, caller, reduces=True) for t in tensors]
     base, process_set_id = _target("grouped_allreduce", name, process_set, caller)
+    placements = [_placement(t) for t in tensors]
     return _native.grouped_allreduce_async(
         [f"{base}.{i}" for i in range(len(tensors))], [t.data_ptr() for t in tensors],
         [o.data_ptr() for o in outputs], dtypes, [list(t.shape) for t in tensors], op,
-        float(prescale_factor), float(postscale_factor), process_set_id)
+        float(prescale_factor), float(postscale_factor), process_set_id,
+        devices=[p["device"] for p in placements], streams=[p["stream"] for p in placements])
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
@@ -365,7 +406,7 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
 def _allgather_submit(data, tensor_name, process_set_id, caller):
     dtype = _wire_dtype(data, caller, reduces=False)
     return _native.allgather_async(tensor_name, data.data_ptr(), dtype, list(data.shape),
-                                   process_set_id)
+                                   process_set_id, **_placement(data))
 
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
@@ -456,7 +497,7 @@ def _broadcast_submit(data, root_rank, name, process_set, caller):
     root_rank = int(root_rank)
     tensor_name, process_set_id = _target("broadcast", name, process_set, caller)
     return _native.broadcast_async(tensor_name, data.data_ptr(), dtype, list(data.shape),
-                                   root_rank, process_set_id)
+                                   root_rank, process_set_id, **_placement(data))
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
@@ -532,7 +573,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     data = _contiguous(tensor)
     tensor_name, process_set_id = _target("alltoall", name, process_set, caller)
     native = _native.alltoall_async(tensor_name, data.data_ptr(), wire, list(data.shape),
-                                    split_list, process_set_id)
+                                    split_list, process_set_id, **_placement(data))
 
     def finish(done):
         received = _from_result(done.result(), data.dtype)
@@ -577,7 +618,7 @@ def _reducescatter_submit(data, tensor_name, process_set_id, op, prescale_factor
     dtype = _wire_dtype(data, caller, reduces=True)
     return _native.reducescatter_async(
         tensor_name, data.data_ptr(), dtype, list(data.shape), op, float(prescale_factor),
-        float(postscale_factor), process_set_id)
+        float(postscale_factor), process_set_id, **_placement(data))
 
 
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
@@ -685,9 +726,15 @@ def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=A
 def join(device=-1):
     """Declares that this rank has no more data: blocks until every rank has joined, taking
     part meanwhile in the other ranks' allreduces with zeros. Returns the rank that joined
-    last. ``device`` is Horovod's; this build has only the CPU (-1)."""
-    if device is not None and int(device) != -1:
-        raise ValueError(f"herd.torch.join: device={device}: {_NO_GPU}")
+    last. ``device`` is Horovod's (where its zeros live): -1, or in a build with CUDA a GPU's
+    index, which herd's join does not need (it takes no tensor) and ignores."""
+    if device is not None:
+        index = int(device)
+        if index < -1:
+            raise ValueError(f"herd.torch.join: device={device}: give -1 (the CPU) or a GPU's "
+                             "index")
+        if index >= 0 and not _CUDA:
+            raise ValueError(f"herd.torch.join: device={device}: {_NO_GPU}")
     return _native.join()
 
 

@@ -1,0 +1,28 @@
+// gpu_bench.h's shared part: the ranks' agreement on the probe. Compiled in
+// every build; the probe itself is the CUDA or the CPU-only file's.
+#include "benchmarks/herd_bench/gpu_bench.h"
+
+#include <cstdio>
+
+#include "benchmarks/herd_bench/bench_mpi.h"
+
+namespace herd::bench {
+
+int require_gpu(MPI_Comm comm) {
+  const GpuProbe local = probe_gpu();
+  // Every rank returns the largest code. Ranks of one executable agree on
+  // whether CUDA is built, so the codes can only differ in kExitNoDevice.
+  int worst = 0;
+  check_mpi(MPI_Allreduce(&local.exit_code, &worst, 1, MPI_INT, MPI_MAX, comm), "MPI_Allreduce");
+  if (worst == 0) return 0;
+  int rank = 0;
+  check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+  if (rank == 0) {
+    const std::string why =
+        local.exit_code != 0 ? local.message : "another rank has no CUDA device";
+    std::fprintf(stderr, "herd-bench: --device cuda: %s\n", why.c_str());
+  }
+  return worst;
+}
+
+}  // namespace herd::bench
