@@ -113,7 +113,13 @@ class StagedCollectives final : public DeviceCollectives {
     uint8_t* host = nullptr;
     HERD_RETURN_IF_ERROR(sync_then_reserve(stream, bytes, &down_, &host));
     const bool is_root = transport_.rank() == root;
-    if (is_root) HERD_RETURN_IF_ERROR(download(host, data, bytes, stream));
+    if (is_root) {
+      HERD_RETURN_IF_ERROR(download(host, data, bytes, stream));
+    } else {
+      // The broadcast writes the pinned buffer, which copies queued earlier
+      // on `stream` (a previous call's upload) may still be reading.
+      HERD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+    }
     HERD_RETURN_IF_ERROR(collectives::broadcast(host, bytes, root, transport_));
     return is_root ? Status::ok() : upload(data, host, bytes, stream);
   }
@@ -164,11 +170,15 @@ class StagedCollectives final : public DeviceCollectives {
   }
 
   // The work queued on `stream` (the producer's readiness, a prescale) first,
-  // then the copy, then the host waits for it.
+  // then the copy, then the host waits for it. It waits also with nothing to
+  // copy: the caller then writes the pinned buffers, which a previous call's
+  // uploads on `stream` may still be reading.
   static Status download(uint8_t* host, const void* device, std::size_t bytes,
                          cudaStream_t stream) {
-    if (bytes == 0) return Status::ok();
-    HERD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream));
+    if (bytes > 0) {
+      HERD_CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream));
+    }
     HERD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
     return Status::ok();
   }
