@@ -11,10 +11,12 @@ void Tensor::reset(DataType dtype, std::vector<int64_t> shape, Device device) {
   // Free the old buffer first: a large GPU tensor reset to a new shape must
   // not need room for both.
   storage_.reset();
+  // Until the allocation has succeeded the tensor is empty (no elements, no
+  // data), so a failed reset leaves nothing that claims memory it lacks.
+  shape_ = {0};
   int64_t count = 1;
   for (int64_t extent : shape) count *= extent;
-  // Always own a buffer, even for zero elements, so data() is never null;
-  // the fields change only once the allocation has succeeded.
+  // Always own a buffer, even for zero elements, so data() is never null.
   storage_ = detail::allocate(device, static_cast<std::size_t>(count) * element_size(dtype));
   dtype_ = dtype;
   shape_ = std::move(shape);

@@ -7,6 +7,7 @@
 
 #include "common/enforce.h"
 #include "common/logging.h"
+#include "common/thread_role.h"
 #include "ops/reduce.h"
 #include "src/cycle_bits.h"
 #include "src/fusion_plan.h"
@@ -59,6 +60,7 @@ void BackgroundLoop::request_shutdown() {
 }
 
 void BackgroundLoop::run() {
+  herd_owned_thread() = true;
   std::unique_lock<std::mutex> lock(cycle_mutex_);
   while (!finished_) {
     // Only GPU work in flight: watch its events rather than run agreement
@@ -137,7 +139,7 @@ void BackgroundLoop::run_step_locked(const std::function<Status(bool* stop)>& st
     bool stop = false;
     const Status status = step(&stop);
     if (status.is_ok() && !stop) {
-      work_left_.store(!idle_locked());
+      work_left_.store(!idle_locked() || gpu_busy_locked());
       return;
     }
     if (stop) {

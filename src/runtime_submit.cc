@@ -66,6 +66,15 @@ TensorEntry Runtime::make_entry(CollectiveType type, const std::string& name,
   if (name.empty()) throw Error(fmt::format("{}: the tensor name is empty", to_string(type)));
   const std::string what = describe(type, name);
   require_usable_device(what, "input", view);
+  if (view.device.type == DeviceType::kGPU && state.id() != 0) {
+    // Each set runs on its own thread with its own NCCL communicator; NCCL
+    // kernels of two communicators, issued in different orders on different
+    // ranks, can wait for each other for ever.
+    throw Error(
+        fmt::format("{}: GPU tensors run on the global process set only, for now; this "
+                    "is process set {} (ranks [{}])",
+                    what, state.id(), fmt::join(state.ranks(), ",")));
+  }
   TensorEntry entry;
   entry.request.rank = state.set_rank();
   entry.request.type = type;

@@ -25,7 +25,7 @@ class Tensor {
 
   // Drops the old contents and allocates room for `shape` on `device`,
   // uninitialized. Throws herd::Error for a GPU in a build without CUDA, or
-  // when the GPU's allocation fails.
+  // when the GPU's allocation fails; the tensor is then empty (shape [0]).
   void reset(DataType dtype, std::vector<int64_t> shape, Device device = Device::cpu());
 
   DataType dtype() const { return dtype_; }

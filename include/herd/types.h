@@ -68,8 +68,11 @@ std::string shape_to_string(const std::vector<int64_t>& shape);
 // name the CUDA stream its data is produced on: herd records an event on that
 // stream when the operation is submitted and starts reading only once the
 // work queued before it has finished, so the caller need not synchronize.
-// nullptr means the legacy default stream. herd::wait returns once the result
-// is in the output, so work queued on any stream after it sees the result.
+// nullptr means the legacy default stream. Only the input's stream is waited
+// for: an output in another buffer must have no work pending on another
+// stream. herd::wait returns once the result is in the output, so work
+// queued on any stream after it sees the result. GPU views are taken on the
+// global process set only (docs/gpu.md).
 struct TensorView {
   void* data = nullptr;
   DataType dtype = DataType::kFloat32;

@@ -32,6 +32,7 @@
 #include <fmt/format.h>
 
 #include "common/cuda/cuda_check.h"
+#include "common/enforce.h"
 #include "ops/half_bits.h"
 #include "ops/reduce.h"
 
@@ -179,21 +180,14 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 // ---------------------------------------------------------------------------
 // Host-side checks and launches.
 
-// Bytes per element, 0 for a value outside the enum (which the CPU
-// functions would reject by throwing).
+// Bytes per element, 0 for a value outside the enum (which element_size,
+// like the CPU functions, rejects by throwing).
 std::size_t element_bytes(DataType dtype) {
-  switch (dtype) {
-    case DataType::kUInt8:
-    case DataType::kInt8: return 1;
-    case DataType::kInt16:
-    case DataType::kFloat16:
-    case DataType::kBFloat16: return 2;
-    case DataType::kInt32:
-    case DataType::kFloat32: return 4;
-    case DataType::kInt64:
-    case DataType::kFloat64: return 8;
+  try {
+    return element_size(dtype);
+  } catch (const herd::detail::InternalError&) {
+    return 0;
   }
-  return 0;
 }
 
 bool is_known(ReduceOp op) {
@@ -225,9 +219,14 @@ Status check_elementwise(const char* function, const void* data, int64_t count, 
 // Queues `kernel` over `count` elements (count > 0) and reports a failed
 // launch. cudaGetLastError (not Peek) so that a launch error is consumed
 // here and not reported again by the next unrelated check on this thread.
+// The thread's last error is cleared first: an earlier call that returned a
+// non-error code (cudaEventQuery's cudaErrorNotReady) or an application's
+// unchecked failure must not pass for this launch's. A sticky error (a
+// faulted context) is not cleared by this and still shows.
 template <typename... Params, typename... Args>
 Status launch_elementwise(const char* function, void (*kernel)(Params...), int64_t count,
                           DataType dtype, cudaStream_t stream, Args... args) {
+  (void)cudaGetLastError();
   kernel<<<blocks_for(count), kThreadsPerBlock, 0, stream>>>(args...);
   return HERD_CUDA_STATUS(cudaGetLastError())
       .with_context(
@@ -350,6 +349,7 @@ Status launch_copy_batch(const CopyBatch& batch, int tasks_in_batch, uint64_t la
   const int64_t most = std::max<int64_t>(1, kMaxCopyBlocks / tasks_in_batch);
   const dim3 grid(static_cast<unsigned>(std::clamp<int64_t>(wanted, 1, most)),
                   static_cast<unsigned>(tasks_in_batch));
+  (void)cudaGetLastError();  // as in launch_elementwise
   batched_copy_kernel<<<grid, kThreadsPerBlock, 0, stream>>>(batch);
   return HERD_CUDA_STATUS(cudaGetLastError())
       .with_context(

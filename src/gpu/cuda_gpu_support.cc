@@ -36,17 +36,25 @@ class CudaGpuSupport final : public GpuSupport {
       return Status::error(fmt::format("{}: {} is on gpu:{}, but rank {} sees {} CUDA device(s)",
                                        what, role, index, rank_, devices));
     }
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (device_ < 0) device_ = index;
-      if (index != device_) {
-        return Status::error(fmt::format(
-            "{}: {} is on gpu:{}, but rank {} drives gpu:{} (where its first GPU tensor was); "
-            "herd runs one GPU per rank: give each rank its own device, e.g. gpu:local_rank",
-            what, role, index, rank_, device_));
-      }
+    if (view.data != nullptr && view.num_elements() > 0) {
+      HERD_RETURN_IF_ERROR(check_address(what, role, view));
     }
-    if (view.data == nullptr || view.num_elements() == 0) return Status::ok();
+    // Bound only by a view that passed every check: a refused first view
+    // must not tie the rank to its device.
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (device_ < 0) device_ = index;
+    if (index != device_) {
+      return Status::error(fmt::format(
+          "{}: {} is on gpu:{}, but rank {} drives gpu:{} (where its first GPU tensor was); "
+          "herd runs one GPU per rank: give each rank its own device, e.g. gpu:local_rank",
+          what, role, index, rank_, device_));
+    }
+    return Status::ok();
+  }
+
+  // The address is memory of the view's GPU.
+  static Status check_address(const std::string& what, const char* role, const TensorView& view) {
+    const int index = view.device.index;
     cudaPointerAttributes attributes{};
     const Status looked = HERD_CUDA_STATUS(cudaPointerGetAttributes(&attributes, view.data));
     if (!looked.is_ok()) {
@@ -81,7 +89,12 @@ class CudaGpuSupport final : public GpuSupport {
     }
     // cudaEvent_t is a pointer type: held as void* so that no header above
     // src/gpu/ needs CUDA's.
-    *event = std::shared_ptr<void>(static_cast<void*>(recorded), [](void* p) {
+    // Destroyed with its device current, on whichever thread drops it last
+    // (a thread without a device would otherwise get a context on GPU 0).
+    const int device = view.device.index;
+    *event = std::shared_ptr<void>(static_cast<void*>(recorded), [device](void* p) {
+      DeviceGuard destroying;
+      (void)destroying.set(device);
       (void)cudaEventDestroy(static_cast<cudaEvent_t>(p));
     });
     return Status::ok();

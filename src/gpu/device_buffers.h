@@ -39,6 +39,10 @@ class DeviceBuffer {
     return Status::ok();
   }
   std::size_t capacity() const { return capacity_; }
+  void release() {
+    memory_.reset();
+    capacity_ = 0;
+  }
 
  private:
   DeviceMemory memory_{nullptr, nullptr};

@@ -79,7 +79,6 @@ std::unique_ptr<DeviceCollectives> make_staged_collectives(collectives::Transpor
 // In a build without NCCL it fails, saying so.
 [[nodiscard]] Status make_nccl_collectives(MPI_Comm comm, int device, bool hierarchical,
                                            collectives::AllreduceOptions options,
-                                           std::size_t segment_bytes,
                                            std::unique_ptr<DeviceCollectives>* out);
 
 }  // namespace herd::detail

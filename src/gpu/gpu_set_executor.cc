@@ -53,22 +53,44 @@ GpuSetExecutor::GpuSetExecutor(const GpuSetContext& context, int device, int ran
       set_size_(static_cast<int>(context.global_ranks.size())) {}
 
 GpuSetExecutor::~GpuSetExecutor() {
-  // stop() has completed every entry; what is left is memory and handles.
+  // stop() has completed every entry; what is left is memory and handles,
+  // freed here with the device current (not after this body, as members).
   DeviceGuard guard;
   (void)guard.set(device_);
   nccl_.reset();
   staged_.reset();
+  fusion_buffer_.release();
+  scratch_.release();
   for (InFlight& group : in_flight_) (void)cudaEventDestroy(group.done);
   if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
-Status GpuSetExecutor::ensure_started() {
-  if (started_) return Status::ok();
+Status GpuSetExecutor::ensure_started(const Status& device_set) {
+  if (started_) return device_set;
   // A stream of its own, not blocking on the legacy default stream, so the
   // application's work there and herd's overlap.
-  HERD_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  const int code = MPI_Comm_dup(context_.comm, &comm_);
+  Status local = device_set;
+  if (local.is_ok()) {
+    local = HERD_CUDA_STATUS(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  }
+  // Every member learns whether every member could start, before the
+  // collective calls below: a rank that failed alone would leave the others
+  // waiting in them for ever.
+  const int ok_here = local.is_ok() ? 1 : 0;
+  int ok_everywhere = 0;
+  int code = MPI_Allreduce(&ok_here, &ok_everywhere, 1, MPI_INT, MPI_MIN, context_.comm);
+  if (code != MPI_SUCCESS) {
+    return Status::error(collectives::mpi_error_string("MPI_Allreduce (GPU start)", code));
+  }
+  if (!local.is_ok()) return local.with_context("starting the GPU executor: ");
+  if (ok_everywhere == 0) {
+    return Status::error(fmt::format(
+        "starting the GPU executor: another rank of the set [{}] could not start its own (its "
+        "error says why)",
+        fmt::join(context_.global_ranks, ",")));
+  }
+  code = MPI_Comm_dup(context_.comm, &comm_);
   if (code != MPI_SUCCESS) {
     return Status::error(collectives::mpi_error_string("MPI_Comm_dup (GPU)", code));
   }
@@ -95,8 +117,7 @@ Status GpuSetExecutor::collectives_for(const Response& spec, DeviceCollectives**
     options.segment_bytes = static_cast<std::size_t>(config_.ring_segment_bytes);
     options.small_message_threshold_bytes = config_.small_allreduce_bytes;
     HERD_RETURN_IF_ERROR(
-        make_nccl_collectives(comm_, device_, config_.hierarchical_allreduce, options,
-                              static_cast<std::size_t>(config_.ring_segment_bytes), &nccl_));
+        make_nccl_collectives(comm_, device_, config_.hierarchical_allreduce, options, &nccl_));
   }
   *out = nccl_.get();
   return Status::ok();
@@ -105,8 +126,7 @@ Status GpuSetExecutor::collectives_for(const Response& spec, DeviceCollectives**
 Status GpuSetExecutor::start(const Response& spec, const std::vector<TensorEntry*>& entries,
                              Contribution contribution) {
   DeviceGuard guard;
-  HERD_RETURN_IF_ERROR(guard.set(device_));
-  HERD_RETURN_IF_ERROR(ensure_started());
+  HERD_RETURN_IF_ERROR(ensure_started(guard.set(device_)));
   for (const TensorEntry* entry : entries) {
     if (entry->ready_event) {
       HERD_CUDA_RETURN_IF_ERROR(
@@ -321,7 +341,12 @@ Status GpuSetExecutor::poll(const CompleteFn& complete) {
   while (!in_flight_.empty()) {
     InFlight& group = in_flight_.front();
     const cudaError_t state = cudaEventQuery(group.done);
-    if (state == cudaErrorNotReady) break;
+    if (state == cudaErrorNotReady) {
+      // Not an error, but the runtime keeps it as the thread's last error,
+      // where the next kernel launch's check would find it.
+      (void)cudaGetLastError();
+      break;
+    }
     const Status status = HERD_CUDA_STATUS(state).with_context(
         fmt::format("{} on gpu:{} (rank {}): ", group.what, device_, rank_label_));
     if (!status.is_ok()) {
@@ -360,6 +385,11 @@ Status GpuSetExecutor::poll(const CompleteFn& complete) {
 
 void GpuSetExecutor::fail_in_flight(const Status& status, const CompleteFn& complete) {
   if (nccl_) nccl_->abort();
+  // The kernels queued behind an aborted collective (average, unpack) still
+  // write the callers' outputs: let them finish before the handles say the
+  // buffers are the callers' again.
+  const Status drained = HERD_CUDA_STATUS(cudaStreamSynchronize(stream_));
+  if (!drained.is_ok()) HERD_LOG(kError, "after {}: {}", status.message(), drained.message());
   for (InFlight& group : in_flight_) {
     for (TensorEntry& entry : group.entries) complete(entry, status);
     (void)cudaEventDestroy(group.done);

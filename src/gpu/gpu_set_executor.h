@@ -56,7 +56,10 @@ class GpuSetExecutor final : public GpuExecutor {
     std::string what;  // "allreduce of 'a' and 3 more", for messages
   };
 
-  Status ensure_started();
+  // At the first start: the stream, then an agreement of every member that
+  // all could start (`device_set`: whether this rank's device could be made
+  // current), then the communicators' setup. Returns `device_set` after.
+  Status ensure_started(const Status& device_set);
   // NCCL, or the MPI path for what NCCL cannot do here (settings, dtype).
   Status collectives_for(const Response& spec, DeviceCollectives** out);
   Status allreduce(const Response& spec, const std::vector<TensorEntry*>& entries,

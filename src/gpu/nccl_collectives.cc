@@ -194,7 +194,7 @@ Status split_by_node(MPI_Comm comm, MPI_Comm* local, MPI_Comm* cross) {
 }  // namespace
 
 Status make_nccl_collectives(MPI_Comm comm, int device, bool hierarchical,
-                             collectives::AllreduceOptions options, std::size_t,
+                             collectives::AllreduceOptions options,
                              std::unique_ptr<DeviceCollectives>* out) {
   std::unique_ptr<NcclCommunicator> flat;
   HERD_RETURN_IF_ERROR(NcclCommunicator::create(comm, device, &flat));

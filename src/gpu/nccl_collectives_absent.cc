@@ -4,7 +4,7 @@
 
 namespace herd::detail {
 
-Status make_nccl_collectives(MPI_Comm, int, bool, collectives::AllreduceOptions, std::size_t,
+Status make_nccl_collectives(MPI_Comm, int, bool, collectives::AllreduceOptions,
                              std::unique_ptr<DeviceCollectives>*) {
   return Status::error(
       "this build of herd has no NCCL (configure found none); set HERD_GPU_ALLREDUCE=MPI");

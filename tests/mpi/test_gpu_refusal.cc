@@ -2,7 +2,8 @@
 // without CUDA ("this build of herd has no GPU support"), in a build with
 // CUDA on a machine without a usable GPU ("can use no CUDA device"), and, on
 // a machine with one, views that are not this rank's GPU memory (a device
-// index out of range, host memory labelled as GPU memory). Also the checks
+// index out of range, host memory labelled as GPU memory) and GPU tensors on
+// a process set other than the global one. Also the checks
 // that hold everywhere: an allreduce's input and output on different devices,
 // a grouped allreduce with members on different devices, and herd::Tensor on
 // a GPU where there is none. Each refusal is a herd::Error thrown by the
@@ -104,6 +105,18 @@ void test_refusals(Recorder& rec, int rank) {
     past.device = Device::gpu(4096);
     expect_error(rec, "device index out of range", {"input is on gpu:4096", "CUDA device(s)"},
                  [&] { herd::allreduce("past", past, past, ReduceOp::kSum); });
+
+    // GPU tensors run on the global process set only. Every rank sees the
+    // same machine, so every rank takes this branch and adds the set.
+    std::vector<int> everyone;
+    for (int r = 0; r < herd::size(); ++r) everyone.push_back(r);
+    const herd::ProcessSet set = herd::add_process_set(everyone);
+    const TensorView on_gpu = device_memory.view();
+    expect_error(rec, "gpu tensor on a process set",
+                 {"allreduce 'on set'", "GPU tensors run on the global process set only",
+                  "this is process set " + std::to_string(set.id())},
+                 [&] { herd::allreduce("on set", on_gpu, on_gpu, ReduceOp::kSum, 1.0, 1.0, set); });
+    herd::remove_process_set(set);
   }
 
   // The refusals left nothing pending: the names and the job still work.
