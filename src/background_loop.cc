@@ -27,13 +27,6 @@ GpuSetContext with_config(GpuSetContext context, const Config* config) {
   return context;
 }
 
-collectives::AllreduceOptions allreduce_options(const Config& config) {
-  collectives::AllreduceOptions options;
-  options.segment_bytes = static_cast<std::size_t>(config.ring_segment_bytes);
-  options.small_message_threshold_bytes = config.small_allreduce_bytes;
-  return options;
-}
-
 }  // namespace
 
 BackgroundLoop::BackgroundLoop(const Config& config, TensorQueue& queue, ControlChannel& control,

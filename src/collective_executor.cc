@@ -26,6 +26,25 @@ std::vector<int64_t> with_rows(std::vector<int64_t> shape, int64_t rows) {
   return shape;
 }
 
+AllgatherPlan plan_allgather(const std::vector<int64_t>& extents, int64_t row_bytes) {
+  AllgatherPlan plan;
+  for (int64_t rows : extents) {
+    plan.bytes_per_rank.push_back(rows * row_bytes);
+    plan.total_rows += rows;
+  }
+  return plan;
+}
+
+ReducescatterPlan plan_reducescatter(const std::vector<int64_t>& shape, int ranks, int rank) {
+  ReducescatterPlan plan;
+  const int64_t per_row = row_elements(shape);
+  for (int r = 0; r < ranks; ++r)
+    plan.counts.push_back(reducescatter_rows(shape[0], ranks, r) * per_row);
+  plan.my_rows = reducescatter_rows(shape[0], ranks, rank);
+  plan.my_count = plan.my_rows * per_row;
+  return plan;
+}
+
 AlltoallPlan plan_alltoall(const std::vector<int64_t>& extents, std::size_t ranks, std::size_t me,
                            int64_t row_bytes) {
   AlltoallPlan plan;
@@ -75,17 +94,12 @@ Status CollectiveExecutor::execute(const Response& response, TensorEntry& entry,
 Status CollectiveExecutor::allgather(const Response& response, TensorEntry& entry) {
   const int ranks = transport_.size();
   HERD_ENFORCE_EQ(response.rank_extents.size(), static_cast<std::size_t>(ranks));
-  const std::size_t row_bytes =
-      static_cast<std::size_t>(row_elements(entry.request.shape)) * element_size(response.dtype);
-  std::vector<int64_t> bytes_per_rank;
-  int64_t total_rows = 0;
-  for (int64_t rows : response.rank_extents) {
-    bytes_per_rank.push_back(rows * static_cast<int64_t>(row_bytes));
-    total_rows += rows;
-  }
-  entry.output_tensor->reset(response.dtype, with_rows(entry.request.shape, total_rows));
-  return collectives::ring_allgatherv(entry.input.data, entry.output_tensor->data(), bytes_per_rank,
-                                      transport_, segment_bytes_);
+  const int64_t row_bytes =
+      row_elements(entry.request.shape) * static_cast<int64_t>(element_size(response.dtype));
+  const AllgatherPlan plan = plan_allgather(response.rank_extents, row_bytes);
+  entry.output_tensor->reset(response.dtype, with_rows(entry.request.shape, plan.total_rows));
+  return collectives::ring_allgatherv(entry.input.data, entry.output_tensor->data(),
+                                      plan.bytes_per_rank, transport_, segment_bytes_);
 }
 
 Status CollectiveExecutor::broadcast(const Response& response, TensorEntry& entry) {
@@ -111,13 +125,8 @@ Status CollectiveExecutor::alltoall(const Response& response, TensorEntry& entry
 
 Status CollectiveExecutor::reducescatter(const Response& response, TensorEntry& entry) {
   const int ranks = transport_.size();
-  const std::vector<int64_t>& shape = entry.request.shape;
-  const int64_t per_row = row_elements(shape);
-  std::vector<int64_t> counts;
-  for (int r = 0; r < ranks; ++r)
-    counts.push_back(reducescatter_rows(shape[0], ranks, r) * per_row);
-  const int64_t my_rows = reducescatter_rows(shape[0], ranks, transport_.rank());
-  entry.output_tensor->reset(response.dtype, with_rows(shape, my_rows));
+  const ReducescatterPlan plan = plan_reducescatter(entry.request.shape, ranks, transport_.rank());
+  entry.output_tensor->reset(response.dtype, with_rows(entry.request.shape, plan.my_rows));
 
   // The algorithm reduces in its input buffer, which is the caller's and
   // must stay unchanged: work on a copy.
@@ -128,13 +137,12 @@ Status CollectiveExecutor::reducescatter(const Response& response, TensorEntry& 
   ops::scale(scratch_.data(), count, response.dtype, response.prescale);
   const ReduceOp op = response.op == ReduceOp::kAverage ? ReduceOp::kSum : response.op;
   HERD_RETURN_IF_ERROR(collectives::ring_reducescatter(
-      scratch_.data(), entry.output_tensor->data(), counts, element_size(response.dtype),
+      scratch_.data(), entry.output_tensor->data(), plan.counts, element_size(response.dtype),
       ops::make_reduce_fn(response.dtype, op), transport_, segment_bytes_));
-  const int64_t my_count = my_rows * per_row;
   if (response.op == ReduceOp::kAverage) {
-    ops::divide(entry.output_tensor->data(), my_count, response.dtype, ranks);
+    ops::divide(entry.output_tensor->data(), plan.my_count, response.dtype, ranks);
   }
-  ops::scale(entry.output_tensor->data(), my_count, response.dtype, response.postscale);
+  ops::scale(entry.output_tensor->data(), plan.my_count, response.dtype, response.postscale);
   return Status::ok();
 }
 

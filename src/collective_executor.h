@@ -55,6 +55,21 @@ int64_t row_elements(const std::vector<int64_t>& shape);
 // `shape` with its first extent replaced by `rows`.
 std::vector<int64_t> with_rows(std::vector<int64_t> shape, int64_t rows);
 
+// An allgather whose agreed row counts are `extents` (one per rank).
+struct AllgatherPlan {
+  std::vector<int64_t> bytes_per_rank;
+  int64_t total_rows = 0;
+};
+AllgatherPlan plan_allgather(const std::vector<int64_t>& extents, int64_t row_bytes);
+
+// One rank's side of a reducescatter of `shape` over `ranks` ranks.
+struct ReducescatterPlan {
+  std::vector<int64_t> counts;  // elements of each rank's part
+  int64_t my_rows = 0;
+  int64_t my_count = 0;  // elements
+};
+ReducescatterPlan plan_reducescatter(const std::vector<int64_t>& shape, int ranks, int rank);
+
 // One rank's side of an alltoall whose agreed row counts are `extents`
 // (ranks x ranks, row-major: extents[from * ranks + to]).
 struct AlltoallPlan {

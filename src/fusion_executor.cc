@@ -6,6 +6,13 @@
 
 namespace herd::detail {
 
+collectives::AllreduceOptions allreduce_options(const Config& config) {
+  collectives::AllreduceOptions options;
+  options.segment_bytes = static_cast<std::size_t>(config.ring_segment_bytes);
+  options.small_message_threshold_bytes = config.small_allreduce_bytes;
+  return options;
+}
+
 FusionExecutor::FusionExecutor(collectives::Transport& transport,
                                collectives::AllreduceOptions options)
     : transport_(transport), options_(options) {}

@@ -14,6 +14,7 @@
 #include "collectives/allreduce.h"
 #include "collectives/transport.h"
 #include "common/status.h"
+#include "src/config.h"
 #include "src/message.h"
 #include "src/tensor_queue.h"
 
@@ -26,6 +27,10 @@ struct Contribution {
   int ranks = 0;          // ranks contributing real data; 0 means all of them
   bool identity = false;  // this rank contributes only the identity: skip prescale
 };
+
+// The allreduce algorithm's settings (HERD_RING_SEGMENT_BYTES,
+// HERD_SMALL_ALLREDUCE_BYTES), for the CPU executors and the GPU's MPI path.
+collectives::AllreduceOptions allreduce_options(const Config& config);
 
 class FusionExecutor {
  public:

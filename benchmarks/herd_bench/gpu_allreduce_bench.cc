@@ -24,6 +24,7 @@
 #include <vector>
 
 #include <herd/herd.h>
+#include <herd/tensor.h>
 
 #include "benchmarks/herd_bench/bench_sweep.h"
 #include "benchmarks/herd_bench/bench_values.h"
@@ -110,35 +111,39 @@ int64_t run_gpu_allreduce_bench(const AllreduceBenchOptions& options, MPI_Comm c
     const int64_t count = std::max<int64_t>(1, size / static_cast<int64_t>(element_bytes));
     const int64_t bytes = count * static_cast<int64_t>(element_bytes);
     const std::size_t buffer_bytes = static_cast<std::size_t>(bytes);
-    const DeviceBuffer input(buffer_bytes), output(buffer_bytes);
+    // herd's own device Tensors (cudaMalloc'ed, freed with them).
+    Tensor input(DataType::kUInt8, {bytes}, device);
+    Tensor output(DataType::kUInt8, {bytes}, device);
     // The input's values on the host, then the output of each path copied back.
     std::vector<unsigned char> host(buffer_bytes);
     fill_input(options.dtype, options.op, sweep.rank, host.data(), count);
-    copy_to_device(input.get(), host.data(), buffer_bytes, stream.get());
+    copy_to_device(input.data(), host.data(), buffer_bytes, stream.get());
 
     const SizeRun run(sweep, {bytes, count, to_string(options.op), allreduce_bus_factor(ranks)},
-                      [&] { poison_device(output.get(), buffer_bytes, stream.get()); });
+                      [&] { poison_device(output.data(), buffer_bytes, stream.get()); });
     const auto output_wrong = [&](const char* path) {
       return [&, path] {
-        copy_to_host(host.data(), output.get(), buffer_bytes, stream.get());
+        copy_to_host(host.data(), output.data(), buffer_bytes, stream.get());
         return count_wrong(options.dtype, options.op, ranks, sweep.rank, host.data(), count, path);
       };
     };
 
     const std::string name = "herd-bench/allreduce-gpu/" + std::to_string(bytes);
-    const TensorView in{input.get(), options.dtype, {count}, device, stream.get()};
-    const TensorView out{output.get(), options.dtype, {count}, device, stream.get()};
+    const TensorView in{input.data(), options.dtype, {count}, device, stream.get()};
+    const TensorView out{output.data(), options.dtype, {count}, device, stream.get()};
     int64_t wrong = run.measure(
         "herd", [&] { herd::allreduce(name, in, out, options.op); }, output_wrong("herd"));
     for (const auto& baseline : baselines.rows) {
       if (count > baseline->max_count()) continue;
       wrong += run.measure(
           baseline->path(),
-          [&] { baseline->allreduce(input.get(), output.get(), count, options.dtype, options.op); },
+          [&] {
+            baseline->allreduce(input.data(), output.data(), count, options.dtype, options.op);
+          },
           output_wrong(baseline->path()));
     }
     run.measure_ceiling("d2d", [&] {
-      return time_device_copy(output.get(), input.get(), buffer_bytes, options.warmup,
+      return time_device_copy(output.data(), input.data(), buffer_bytes, options.warmup,
                               options.iterations, stream.get());
     });
     return wrong;

@@ -31,12 +31,6 @@ void check_cuda(cudaError_t error, const char* call, const char* file, int line)
                            ": " + cudaGetErrorName(error) + " (" + cudaGetErrorString(error) + ")");
 }
 
-DeviceBuffer::DeviceBuffer(std::size_t bytes) {
-  HERD_BENCH_CUDA(cudaMalloc(&data_, bytes > 0 ? bytes : 1));
-}
-
-DeviceBuffer::~DeviceBuffer() { (void)cudaFree(data_); }
-
 PinnedBuffer::~PinnedBuffer() {
   if (data_ != nullptr) (void)cudaFreeHost(data_);
 }

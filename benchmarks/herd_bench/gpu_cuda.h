@@ -21,19 +21,6 @@ namespace herd::bench {
 // (text)") unless `error` is cudaSuccess.
 void check_cuda(cudaError_t error, const char* call, const char* file, int line);
 
-// Device memory from cudaMalloc on the current device, freed on destruction.
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(std::size_t bytes);
-  ~DeviceBuffer();
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void* get() const { return data_; }
-
- private:
-  void* data_ = nullptr;
-};
-
 // Page-locked host memory from cudaMallocHost, freed on destruction; grows
 // (and loses its contents) on reserve.
 class PinnedBuffer {

@@ -65,12 +65,12 @@ class DeviceCollectives {
 
 // The MPI path: blocks of `block_bytes` copied to pinned host memory on a
 // copy stream, reduced by the host algorithms over `transport` (the set's
-// MPI transport) while the next block is copied, and copied back on
-// `stream`. `device` must be current.
+// MPI transport, with `options`' segment size and algorithm choice) while
+// the next block is copied, and copied back on the executor's stream. The
+// executor's device must be current.
 std::unique_ptr<DeviceCollectives> make_staged_collectives(collectives::Transport& transport,
                                                            collectives::AllreduceOptions options,
-                                                           std::size_t segment_bytes,
-                                                           std::size_t block_bytes, int device);
+                                                           std::size_t block_bytes);
 
 // NCCL over the members of `comm` (collective over them). With
 // `hierarchical`, allreduces run as reduce-scatter inside each node (NCCL),

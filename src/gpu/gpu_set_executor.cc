@@ -11,6 +11,7 @@
 #include "common/cuda/device_guard.h"
 #include "common/enforce.h"
 #include "common/logging.h"
+#include "herd/error.h"
 #include "ops/cuda/device_kernels.h"
 #include "src/collective_executor.h"
 
@@ -94,12 +95,8 @@ Status GpuSetExecutor::ensure_started(const Status& device_set) {
   if (code != MPI_SUCCESS) {
     return Status::error(collectives::mpi_error_string("MPI_Comm_dup (GPU)", code));
   }
-  collectives::AllreduceOptions options;
-  options.segment_bytes = static_cast<std::size_t>(config_.ring_segment_bytes);
-  options.small_message_threshold_bytes = config_.small_allreduce_bytes;
-  staged_ = make_staged_collectives(*context_.host_transport, options,
-                                    static_cast<std::size_t>(config_.ring_segment_bytes),
-                                    static_cast<std::size_t>(config_.gpu_staging_bytes), device_);
+  staged_ = make_staged_collectives(*context_.host_transport, allreduce_options(config_),
+                                    static_cast<std::size_t>(config_.gpu_staging_bytes));
   started_ = true;
   return Status::ok();
 }
@@ -113,11 +110,8 @@ Status GpuSetExecutor::collectives_for(const Response& spec, DeviceCollectives**
     return Status::ok();
   }
   if (!nccl_) {
-    collectives::AllreduceOptions options;
-    options.segment_bytes = static_cast<std::size_t>(config_.ring_segment_bytes);
-    options.small_message_threshold_bytes = config_.small_allreduce_bytes;
-    HERD_RETURN_IF_ERROR(
-        make_nccl_collectives(comm_, device_, config_.hierarchical_allreduce, options, &nccl_));
+    HERD_RETURN_IF_ERROR(make_nccl_collectives(comm_, device_, config_.hierarchical_allreduce,
+                                               allreduce_options(config_), &nccl_));
   }
   *out = nccl_.get();
   return Status::ok();
@@ -256,20 +250,20 @@ Status GpuSetExecutor::allgather(const Response& spec, TensorEntry& entry,
   HERD_ENFORCE_EQ(spec.rank_extents.size(), static_cast<std::size_t>(set_size_));
   const int64_t row_bytes =
       row_elements(entry.request.shape) * static_cast<int64_t>(element_size(spec.dtype));
-  std::vector<int64_t> bytes_per_rank;
-  int64_t total_rows = 0;
-  for (int64_t rows : spec.rank_extents) {
-    bytes_per_rank.push_back(rows * row_bytes);
-    total_rows += rows;
-  }
+  const AllgatherPlan plan = plan_allgather(spec.rank_extents, row_bytes);
+  HERD_RETURN_IF_ERROR(allocate_output(spec, entry, plan.total_rows));
+  return collectives.allgatherv(entry.input.data, entry.output_tensor->data(), plan.bytes_per_rank,
+                                stream_);
+}
+
+Status GpuSetExecutor::allocate_output(const Response& spec, TensorEntry& entry, int64_t rows) {
   try {
-    entry.output_tensor->reset(spec.dtype, with_rows(entry.request.shape, total_rows),
+    entry.output_tensor->reset(spec.dtype, with_rows(entry.request.shape, rows),
                                Device::gpu(device_));
-  } catch (const std::exception& error) {
+  } catch (const Error& error) {
     return Status::error(error.what());
   }
-  return collectives.allgatherv(entry.input.data, entry.output_tensor->data(), bytes_per_rank,
-                                stream_);
+  return Status::ok();
 }
 
 Status GpuSetExecutor::broadcast(const Response& spec, TensorEntry& entry,
@@ -289,12 +283,7 @@ Status GpuSetExecutor::alltoall(const Response& spec, TensorEntry& entry,
   const int64_t row_bytes =
       row_elements(entry.request.shape) * static_cast<int64_t>(element_size(spec.dtype));
   AlltoallPlan plan = plan_alltoall(spec.rank_extents, ranks, me, row_bytes);
-  try {
-    entry.output_tensor->reset(spec.dtype, with_rows(entry.request.shape, plan.total_rows),
-                               Device::gpu(device_));
-  } catch (const std::exception& error) {
-    return Status::error(error.what());
-  }
+  HERD_RETURN_IF_ERROR(allocate_output(spec, entry, plan.total_rows));
   HERD_RETURN_IF_ERROR(collectives.alltoallv(
       entry.input.data, plan.send_bytes, entry.output_tensor->data(), plan.recv_bytes, stream_));
   // Host data, read by the caller only after the handle completes.
@@ -304,18 +293,9 @@ Status GpuSetExecutor::alltoall(const Response& spec, TensorEntry& entry,
 
 Status GpuSetExecutor::reducescatter(const Response& spec, TensorEntry& entry,
                                      DeviceCollectives& collectives) {
-  const std::vector<int64_t>& shape = entry.request.shape;
-  const int64_t per_row = row_elements(shape);
-  std::vector<int64_t> counts;
-  for (int r = 0; r < set_size_; ++r) {
-    counts.push_back(reducescatter_rows(shape[0], set_size_, r) * per_row);
-  }
-  const int64_t my_rows = reducescatter_rows(shape[0], set_size_, entry.request.rank);
-  try {
-    entry.output_tensor->reset(spec.dtype, with_rows(shape, my_rows), Device::gpu(device_));
-  } catch (const std::exception& error) {
-    return Status::error(error.what());
-  }
+  const ReducescatterPlan plan =
+      plan_reducescatter(entry.request.shape, set_size_, entry.request.rank);
+  HERD_RETURN_IF_ERROR(allocate_output(spec, entry, plan.my_rows));
   // The caller's input stays unchanged: prescale (and the MPI path's
   // in-place reduction) work on a copy.
   const std::size_t bytes = entry.input.num_bytes();
@@ -328,9 +308,9 @@ Status GpuSetExecutor::reducescatter(const Response& spec, TensorEntry& entry,
   const int64_t count = entry.input.num_elements();
   HERD_RETURN_IF_ERROR(ops::cuda::scale(work, count, spec.dtype, spec.prescale, stream_));
   const ReduceOp op = spec.op == ReduceOp::kAverage ? ReduceOp::kSum : spec.op;
-  HERD_RETURN_IF_ERROR(collectives.reducescatterv(work, entry.output_tensor->data(), counts,
+  HERD_RETURN_IF_ERROR(collectives.reducescatterv(work, entry.output_tensor->data(), plan.counts,
                                                   spec.dtype, op, stream_));
-  return finish_reduction(spec, entry.output_tensor->data(), my_rows * per_row, set_size_);
+  return finish_reduction(spec, entry.output_tensor->data(), plan.my_count, set_size_);
 }
 
 Status GpuSetExecutor::poll(const CompleteFn& complete) {

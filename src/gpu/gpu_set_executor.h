@@ -68,6 +68,9 @@ class GpuSetExecutor final : public GpuExecutor {
   Status broadcast(const Response& spec, TensorEntry& entry, DeviceCollectives& collectives);
   Status alltoall(const Response& spec, TensorEntry& entry, DeviceCollectives& collectives);
   Status reducescatter(const Response& spec, TensorEntry& entry, DeviceCollectives& collectives);
+  // The entry's output Tensor, on this GPU, with `rows` rows of the request's
+  // shape (Tensor::reset's herd::Error as a Status).
+  Status allocate_output(const Response& spec, TensorEntry& entry, int64_t rows);
   // The average's division (by the ranks contributing) and the postscale.
   Status finish_reduction(const Response& spec, void* data, int64_t count, int divisor);
   // Fails every group in flight with `status`, after aborting the

@@ -39,10 +39,10 @@ int64_t total_of(const std::vector<int64_t>& sizes) {
 class StagedCollectives final : public DeviceCollectives {
  public:
   StagedCollectives(collectives::Transport& transport, collectives::AllreduceOptions options,
-                    std::size_t segment_bytes, std::size_t block_bytes)
+                    std::size_t block_bytes)
       : transport_(transport),
         options_(options),
-        segment_bytes_(segment_bytes),
+        segment_bytes_(options.segment_bytes),
         block_bytes_(std::max<std::size_t>(block_bytes, 1)) {}
 
   ~StagedCollectives() override {
@@ -99,14 +99,9 @@ class StagedCollectives final : public DeviceCollectives {
                     cudaStream_t stream) override {
     const auto mine = static_cast<std::size_t>(bytes_per_rank[transport_.rank()]);
     const auto total = static_cast<std::size_t>(total_of(bytes_per_rank));
-    uint8_t* host_in = nullptr;
-    uint8_t* host_out = nullptr;
-    HERD_RETURN_IF_ERROR(sync_then_reserve(stream, mine, &down_, &host_in));
-    HERD_RETURN_IF_ERROR(sync_then_reserve(stream, total, &up_, &host_out));
-    HERD_RETURN_IF_ERROR(download(host_in, send, mine, stream));
-    HERD_RETURN_IF_ERROR(collectives::ring_allgatherv(host_in, host_out, bytes_per_rank, transport_,
-                                                      segment_bytes_));
-    return upload(recv, host_out, total, stream);
+    return through_host(send, mine, recv, total, stream, [&](uint8_t* in, uint8_t* out) {
+      return collectives::ring_allgatherv(in, out, bytes_per_rank, transport_, segment_bytes_);
+    });
   }
 
   Status broadcast(void* data, std::size_t bytes, int root, cudaStream_t stream) override {
@@ -129,29 +124,19 @@ class StagedCollectives final : public DeviceCollectives {
     const std::size_t element = element_size(dtype);
     const auto total = static_cast<std::size_t>(total_of(counts)) * element;
     const auto mine = static_cast<std::size_t>(counts[transport_.rank()]) * element;
-    uint8_t* host_in = nullptr;
-    uint8_t* host_out = nullptr;
-    HERD_RETURN_IF_ERROR(sync_then_reserve(stream, total, &down_, &host_in));
-    HERD_RETURN_IF_ERROR(sync_then_reserve(stream, mine, &up_, &host_out));
-    HERD_RETURN_IF_ERROR(download(host_in, send, total, stream));
-    HERD_RETURN_IF_ERROR(collectives::ring_reducescatter(host_in, host_out, counts, element,
-                                                         ops::make_reduce_fn(dtype, op), transport_,
-                                                         segment_bytes_));
-    return upload(recv, host_out, mine, stream);
+    return through_host(send, total, recv, mine, stream, [&](uint8_t* in, uint8_t* out) {
+      return collectives::ring_reducescatter(
+          in, out, counts, element, ops::make_reduce_fn(dtype, op), transport_, segment_bytes_);
+    });
   }
 
   Status alltoallv(const void* send, const std::vector<int64_t>& send_bytes, void* recv,
                    const std::vector<int64_t>& recv_bytes, cudaStream_t stream) override {
     const auto sent = static_cast<std::size_t>(total_of(send_bytes));
     const auto received = static_cast<std::size_t>(total_of(recv_bytes));
-    uint8_t* host_in = nullptr;
-    uint8_t* host_out = nullptr;
-    HERD_RETURN_IF_ERROR(sync_then_reserve(stream, sent, &down_, &host_in));
-    HERD_RETURN_IF_ERROR(sync_then_reserve(stream, received, &up_, &host_out));
-    HERD_RETURN_IF_ERROR(download(host_in, send, sent, stream));
-    HERD_RETURN_IF_ERROR(
-        collectives::pairwise_alltoallv(host_in, send_bytes, host_out, recv_bytes, transport_));
-    return upload(recv, host_out, received, stream);
+    return through_host(send, sent, recv, received, stream, [&](uint8_t* in, uint8_t* out) {
+      return collectives::pairwise_alltoallv(in, send_bytes, out, recv_bytes, transport_);
+    });
   }
 
   Status async_error() override { return Status::ok(); }
@@ -167,6 +152,21 @@ class StagedCollectives final : public DeviceCollectives {
       if (copy_stream_ != nullptr) HERD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(copy_stream_));
     }
     return buffer->reserve(bytes, data);
+  }
+
+  // The whole of `send` (`sent` bytes) down to the pinned input buffer,
+  // `host_op(in, out)` there, `received` bytes of the pinned output buffer
+  // up to `recv`.
+  template <typename HostOp>
+  Status through_host(const void* send, std::size_t sent, void* recv, std::size_t received,
+                      cudaStream_t stream, HostOp host_op) {
+    uint8_t* host_in = nullptr;
+    uint8_t* host_out = nullptr;
+    HERD_RETURN_IF_ERROR(sync_then_reserve(stream, sent, &down_, &host_in));
+    HERD_RETURN_IF_ERROR(sync_then_reserve(stream, received, &up_, &host_out));
+    HERD_RETURN_IF_ERROR(download(host_in, send, sent, stream));
+    HERD_RETURN_IF_ERROR(host_op(host_in, host_out));
+    return upload(recv, host_out, received, stream);
   }
 
   // The work queued on `stream` (the producer's readiness, a prescale) first,
@@ -218,9 +218,8 @@ class StagedCollectives final : public DeviceCollectives {
 
 std::unique_ptr<DeviceCollectives> make_staged_collectives(collectives::Transport& transport,
                                                            collectives::AllreduceOptions options,
-                                                           std::size_t segment_bytes,
-                                                           std::size_t block_bytes, int) {
-  return std::make_unique<StagedCollectives>(transport, options, segment_bytes, block_bytes);
+                                                           std::size_t block_bytes) {
+  return std::make_unique<StagedCollectives>(transport, options, block_bytes);
 }
 
 }  // namespace herd::detail
