@@ -59,9 +59,8 @@ Status allreduce(const void* input, void* output, int64_t count, std::size_t ele
   const std::size_t bytes = byte_size(count, element_size);
   switch (choose_allreduce_algorithm(bytes, transport.size(), options)) {
     case AllreduceAlgorithm::kRecursiveDoubling: {
-      copy_and_finish(input, output, count, element_size, {});
       HERD_RETURN_IF_ERROR(
-          recursive_doubling_allreduce(output, count, element_size, reduce, transport));
+          recursive_doubling_allreduce(input, output, count, element_size, reduce, transport));
       copy_and_finish(output, output, count, element_size, finish);
       return Status::ok();
     }
@@ -118,25 +117,32 @@ Status ring_allreduce(void* buf, int64_t count, std::size_t element_size,
 
 // Recursive doubling on any p. Let p2 be the largest power of two <= p and
 // extra = p - p2.
-//   Fold-in: of the first 2 * extra ranks, each even rank sends its buffer to
-//   the odd rank above it, which reduces it into its own and takes part for
-//   both; the even rank then only waits. Participating ranks get virtual
-//   ranks 0..p2-1 (vrank = rank / 2 below 2 * extra, rank - extra above).
-//   Exchange: in step k (mask = 2^k) a participant swaps its whole buffer
-//   with partner vrank XOR mask and combines the two; after log2(p2) steps
-//   every participant holds the full result.
+//   Fold-in: of the first 2 * extra ranks, each even rank sends its input to
+//   the odd rank above it, which combines it with its own input into output
+//   and takes part for both; the even rank then only waits. Participating
+//   ranks get virtual ranks 0..p2-1 (vrank = rank / 2 below 2 * extra,
+//   rank - extra above).
+//   Exchange: in step k (mask = 2^k) a participant swaps its current value
+//   with partner vrank XOR mask and combines the two into output; after
+//   log2(p2) steps every participant holds the full result. The current
+//   value is the input until the first combination, output after, so the
+//   input is never copied.
 //   Fold-out: each odd rank below 2 * extra sends the result to its even
-//   partner.
+//   partner, which receives it into output.
 // Every combination is "lower rank's value op higher rank's value", written
-// to buf: the lower rank computes buf op scratch (the received copy), the
-// higher one scratch op buf. Both partners compute the same operation on the
-// same operands, so all ranks end bit-identical.
-Status recursive_doubling_allreduce(void* buf, int64_t count, std::size_t element_size,
-                                    const ops::ReduceFn& reduce, Transport& transport) {
+// to output: the lower rank computes current op scratch (the received copy),
+// the higher one scratch op current. Both partners compute the same operation
+// on the same operands, so all ranks end bit-identical.
+Status recursive_doubling_allreduce(const void* input, void* output, int64_t count,
+                                    std::size_t element_size, const ops::ReduceFn& reduce,
+                                    Transport& transport) {
   HERD_ENFORCE_GE(count, 0);
   HERD_ENFORCE_GE(element_size, std::size_t{1});
   const int p = transport.size();
-  if (p == 1 || count == 0) return Status::ok();
+  if (p == 1 || count == 0) {
+    copy_and_finish(input, output, count, element_size, {});
+    return Status::ok();
+  }
   const int rank = transport.rank();
   const std::size_t bytes = byte_size(count, element_size);
 
@@ -151,20 +157,23 @@ Status recursive_doubling_allreduce(void* buf, int64_t count, std::size_t elemen
   if (folded && rank % 2 == 0) {
     const int partner = rank + 1;
     HERD_RETURN_IF_ERROR(
-        finish(*transport.isend(buf, bytes, partner, detail::kRecursiveDoublingFoldInTag), fold_in,
-               "send to", partner));
-    return finish(*transport.irecv(buf, bytes, partner, detail::kRecursiveDoublingFoldOutTag),
+        finish(*transport.isend(input, bytes, partner, detail::kRecursiveDoublingFoldInTag),
+               fold_in, "send to", partner));
+    return finish(*transport.irecv(output, bytes, partner, detail::kRecursiveDoublingFoldOutTag),
                   fold_out, "recv from", partner);
   }
 
   std::vector<unsigned char> scratch(bytes);
-  // Combines the partner's value, in scratch, into buf in rank order.
+  const void* current = input;
+  // Combines the partner's value, in scratch, with the current one into
+  // output, in rank order.
   auto combine = [&](int partner) {
     if (rank < partner) {
-      reduce(buf, buf, scratch.data(), count);
+      reduce(output, current, scratch.data(), count);
     } else {
-      reduce(buf, scratch.data(), buf, count);
+      reduce(output, scratch.data(), current, count);
     }
+    current = output;
   };
 
   if (folded) {
@@ -182,7 +191,7 @@ Status recursive_doubling_allreduce(void* buf, int64_t count, std::size_t elemen
     const int partner = real_rank(vrank ^ mask);
     auto receive =
         transport.irecv(scratch.data(), bytes, partner, detail::kRecursiveDoublingExchangeTag);
-    auto send = transport.isend(buf, bytes, partner, detail::kRecursiveDoublingExchangeTag);
+    auto send = transport.isend(current, bytes, partner, detail::kRecursiveDoublingExchangeTag);
     const Where exchange{kAlgorithm, "exchange", step, rank};
     Status sent = finish(*send, exchange, "send to", partner);
     Status received = finish(*receive, exchange, "recv from", partner);
@@ -194,10 +203,15 @@ Status recursive_doubling_allreduce(void* buf, int64_t count, std::size_t elemen
   if (folded) {
     const int partner = rank - 1;
     HERD_RETURN_IF_ERROR(
-        finish(*transport.isend(buf, bytes, partner, detail::kRecursiveDoublingFoldOutTag),
+        finish(*transport.isend(output, bytes, partner, detail::kRecursiveDoublingFoldOutTag),
                fold_out, "send to", partner));
   }
   return Status::ok();
+}
+
+Status recursive_doubling_allreduce(void* buf, int64_t count, std::size_t element_size,
+                                    const ops::ReduceFn& reduce, Transport& transport) {
+  return recursive_doubling_allreduce(buf, buf, count, element_size, reduce, transport);
 }
 
 }  // namespace herd::collectives

@@ -97,6 +97,15 @@ using FinishFn = std::function<void(void* data, int64_t count)>;
                                     const ops::ReduceFn& reduce, Transport& transport,
                                     std::size_t segment_bytes = kDefaultSegmentBytes);
 
+// input == output is in place; otherwise they must not overlap and input is
+// only read (the first exchange sends and combines it where it lies, without
+// a copy into output first).
+[[nodiscard]] Status recursive_doubling_allreduce(const void* input, void* output, int64_t count,
+                                                  std::size_t element_size,
+                                                  const ops::ReduceFn& reduce,
+                                                  Transport& transport);
+
+// In place on buf.
 [[nodiscard]] Status recursive_doubling_allreduce(void* buf, int64_t count,
                                                   std::size_t element_size,
                                                   const ops::ReduceFn& reduce,

@@ -205,9 +205,12 @@ Status BackgroundLoop::run_cycle(bool* stop) {
   // A joined rank is ready for every cached allreduce: the ranks still
   // running decide alone which of them go.
   if (joined) bits.ready_slots = joinable_cached_slots();
-  std::vector<uint64_t> words = encode_cycle_bits(bits, cache_.capacity());
+  // Every rank's cache is the same at the start of a cycle, so all agree on
+  // the bound, and with it on the vector's length.
+  const std::size_t slot_bound = cache_.slot_bound();
+  std::vector<uint64_t> words = encode_cycle_bits(bits, slot_bound);
   HERD_RETURN_IF_ERROR(control_.and_allreduce(&words));
-  const CycleAgreement agreement = decode_cycle_bits(words, cache_.capacity(), control_.size());
+  const CycleAgreement agreement = decode_cycle_bits(words, slot_bound, control_.size());
   if (agreement.any_shutdown) {
     *stop = true;
     return Status::ok();
@@ -319,7 +322,7 @@ void BackgroundLoop::finish_join(const std::vector<int>& all_ranks) {
 
 std::vector<uint32_t> BackgroundLoop::joinable_cached_slots() const {
   std::vector<uint32_t> slots;
-  for (uint32_t slot = 0; slot < cache_.capacity(); ++slot) {
+  for (uint32_t slot = 0; slot < cache_.slot_bound(); ++slot) {
     if (!cache_.occupied(slot)) continue;
     const CollectiveType type = cache_.response(slot).collective;
     if (type == CollectiveType::kAllreduce || type == CollectiveType::kGroupedAllreduce) {

@@ -114,7 +114,7 @@ Status parse_non_negative_bytes(const char* variable, std::string_view text, Con
 }
 
 // The one list of settings, in the order docs/configuration.md shows them.
-const std::array<Setting, 13> kSettings = {{
+const std::array<Setting, 14> kSettings = {{
     {"HERD_FUSION_THRESHOLD", "4194304",
      "Most bytes packed into one fusion buffer; 0 turns fusion off, so every "
      "tensor is reduced on its own.",
@@ -182,6 +182,23 @@ const std::array<Setting, 13> kSettings = {{
        auto value = parse_integer(text, 0, kMaxInt64);
        if (!value) return bad_value(variable, text, "auto or a non-negative integer (bytes)");
        config->small_allreduce_bytes = *value;
+       return Status::ok();
+     }},
+    {"HERD_EAGER_PIECE_BYTES", "auto",
+     "A message longer than this many bytes but at most twice as long is sent "
+     "as two MPI messages (pieces) of at most this size, which MPI sends "
+     "eagerly instead of through a rendezvous; 0 never cuts; auto: Open MPI's "
+     "shared-memory eager limit (btl_vader_eager_limit) less 128 bytes when the "
+     "process set is on one machine, else 0. Ranks use the smallest value among "
+     "them.",
+     [](const char* variable, std::string_view text, Config* config) {
+       if (text == "auto") {
+         config->eager_piece_bytes = -1;
+         return Status::ok();
+       }
+       auto value = parse_integer(text, 0, kMaxInt64);
+       if (!value) return bad_value(variable, text, "auto or a non-negative integer (bytes)");
+       config->eager_piece_bytes = *value;
        return Status::ok();
      }},
     {"HERD_STALL_CHECK_TIME", "60",

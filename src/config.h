@@ -46,6 +46,11 @@ struct Config {
   // doubling instead of the ring; 0 always uses the ring.
   // -1 (the variable's "auto"): collectives::small_allreduce_threshold(p).
   int64_t small_allreduce_bytes = -1;
+  // HERD_EAGER_PIECE_BYTES: messages of up to two such pieces are cut into
+  // pieces this long so that MPI sends them eagerly (mpi_transport.h); 0
+  // never cuts; -1 (the variable's "auto"): from MPI's shared-memory eager
+  // limit when the process set is on one machine (eager_limit.h).
+  int64_t eager_piece_bytes = -1;
   // HERD_STALL_CHECK_TIME: seconds a tensor may wait for other ranks before
   // herd logs a warning naming it and the ranks it waits for; 0 disables.
   double stall_check_seconds = 60.0;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "collectives/mpi/eager_limit.h"
 #include "herd/error.h"
 #include "src/blocking_call.h"
 #include "src/handle_state.h"
@@ -29,7 +30,9 @@ ProcessSetState::ProcessSetState(int id, std::vector<int> ranks, MPI_Comm comm,
     throw Error(fmt::format("process set {}: {}", id_,
                             collectives::mpi_error_string("MPI_Comm_dup", code)));
   }
-  transport_ = std::make_unique<collectives::MpiTransport>(data_comm_);
+  transport_ = std::make_unique<collectives::MpiTransport>(
+      data_comm_, collectives::kMaxMpiMessageBytes,
+      collectives::agree_eager_piece_bytes(data_comm_, config.eager_piece_bytes));
   control_ = std::make_unique<ControlChannel>(control_comm_);
   const std::string stop_reason =
       id_ == 0 ? "herd was shut down (herd::shutdown on some rank) before the operation completed"

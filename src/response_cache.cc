@@ -62,6 +62,7 @@ std::optional<ResponseCache::PutResult> ResponseCache::put(const Response& respo
     victim.occupied = false;
   }
 
+  slot_bound_ = std::max(slot_bound_, std::size_t{result.slot} + 1);
   Slot& slot = slots_[result.slot];
   slot.occupied = true;
   slot.response = response;

@@ -29,6 +29,13 @@ class ResponseCache {
 
   std::size_t capacity() const { return capacity_; }
   std::size_t size() const { return by_name_.size(); }
+  // One more than the highest slot ever occupied (0 for a cache never put
+  // to): every occupied slot is below it. It never shrinks, and like the slot
+  // numbers it is a function of the operation sequence alone, so caches fed
+  // the same operations agree on it. The per-cycle agreement carries bits for
+  // these slots only (a small model's vector stays a few words, which MPI
+  // sends measurably faster than the whole capacity's).
+  std::size_t slot_bound() const { return slot_bound_; }
 
   enum class LookupState {
     kMiss,      // name not cached
@@ -67,6 +74,7 @@ class ResponseCache {
   };
 
   std::size_t capacity_;
+  std::size_t slot_bound_ = 0;
   std::vector<Slot> slots_;
   std::vector<uint32_t> free_slots_;
   std::list<uint32_t> lru_;  // front = most recently used

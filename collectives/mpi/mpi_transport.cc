@@ -3,8 +3,9 @@
 // Used by one thread at a time (the runtime's background thread).
 //
 // Pieces: a transfer of `bytes` bytes goes as num_pieces MPI messages of
-// MPI_BYTE with one peer and tag; piece i covers bytes [i * max_message_bytes,
-// min(bytes, (i + 1) * max_message_bytes)), and a zero-byte transfer is one
+// MPI_BYTE with one peer and tag; with P = piece_bytes_for(bytes) (the
+// message limit, or the eager piece size), piece i covers bytes [i * P,
+// min(bytes, (i + 1) * P)), and a zero-byte transfer is one
 // empty piece so that it is still delivered. MPI keeps the messages of one
 // (source, tag, communicator) in order, so piece i of a send matches piece i
 // of the receive.
@@ -30,7 +31,6 @@
 #include <chrono>
 #include <deque>
 #include <map>
-#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -269,21 +269,26 @@ Status MpiTransfer::wait() {
   constexpr std::chrono::microseconds kPollBeforeYield{20};
   if (waited_) return status_;
   waited_ = true;
-  // When the current run of fruitless polls began; the clock is read only
-  // on polls that move nothing, which are waiting anyway.
-  std::optional<std::chrono::steady_clock::time_point> idle_since;
+  // Reading the clock costs about as much as a poll: look at it only every
+  // kPollsPerClockRead fruitless polls.
+  constexpr int64_t kPollsPerClockRead = 32;
+  // The length of the current run of fruitless polls, and when the clock
+  // was first read in it.
+  int64_t fruitless_polls = 0;
+  std::chrono::steady_clock::time_point idle_since;
   while (!finished()) {
     bool moved = send_queues_.progress();
     if (direction_ == Direction::kReceive) {
       while (has_piece_in_flight() && complete_next_piece()) moved = true;
     }
     if (moved || finished()) {
-      idle_since.reset();
+      fruitless_polls = 0;
       continue;
     }
+    if (++fruitless_polls % kPollsPerClockRead != 0) continue;
     const auto now = std::chrono::steady_clock::now();
-    if (!idle_since) idle_since = now;
-    if (now - *idle_since > kPollBeforeYield) std::this_thread::yield();
+    if (fruitless_polls == kPollsPerClockRead) idle_since = now;
+    if (now - idle_since > kPollBeforeYield) std::this_thread::yield();
   }
   send_queues_.remove(this);
   return status_;
@@ -303,9 +308,11 @@ void check_setup(const char* call, int code) {
 
 }  // namespace
 
-MpiTransport::MpiTransport(MPI_Comm comm, std::size_t max_message_bytes)
+MpiTransport::MpiTransport(MPI_Comm comm, std::size_t max_message_bytes,
+                           std::size_t eager_piece_bytes)
     : comm_(comm),
       max_message_bytes_(max_message_bytes),
+      eager_piece_bytes_(eager_piece_bytes),
       send_queues_(std::make_unique<detail::MpiSendQueues>()) {
   HERD_ENFORCE_GE(max_message_bytes_, std::size_t{1});
   HERD_ENFORCE_LE(max_message_bytes_, kMaxMpiMessageBytes);
@@ -316,12 +323,18 @@ MpiTransport::MpiTransport(MPI_Comm comm, std::size_t max_message_bytes)
 
 MpiTransport::~MpiTransport() = default;
 
+std::size_t MpiTransport::piece_bytes_for(std::size_t bytes) const {
+  const bool eager_split = eager_piece_bytes_ > 0 && bytes > eager_piece_bytes_ &&
+                           bytes <= kEagerSplitPieces * eager_piece_bytes_;
+  return eager_split ? std::min(eager_piece_bytes_, max_message_bytes_) : max_message_bytes_;
+}
+
 std::unique_ptr<PendingTransfer> MpiTransport::isend(const void* data, std::size_t bytes, int peer,
                                                      int tag) {
   // MPI_Isend only reads the buffer; the transfer keeps one pointer type.
   auto* first = static_cast<unsigned char*>(const_cast<void*>(data));
   auto send = std::make_unique<detail::MpiTransfer>(detail::Direction::kSend, first, bytes,
-                                                    max_message_bytes_, comm_, rank_, peer, tag,
+                                                    piece_bytes_for(bytes), comm_, rank_, peer, tag,
                                                     *send_queues_);
   send_queues_->add(send.get());
   return send;
@@ -330,7 +343,7 @@ std::unique_ptr<PendingTransfer> MpiTransport::isend(const void* data, std::size
 std::unique_ptr<PendingTransfer> MpiTransport::irecv(void* data, std::size_t bytes, int peer,
                                                      int tag) {
   auto receive = std::make_unique<detail::MpiTransfer>(
-      detail::Direction::kReceive, static_cast<unsigned char*>(data), bytes, max_message_bytes_,
+      detail::Direction::kReceive, static_cast<unsigned char*>(data), bytes, piece_bytes_for(bytes),
       comm_, rank_, peer, tag, *send_queues_);
   while (receive->has_unposted_piece()) {
     if (!receive->post_next_piece()) break;

@@ -9,6 +9,15 @@
 // default) goes as several MPI messages (pieces), each at most that long.
 // Tests lower the limit to reach the split with small buffers.
 //
+// Eager pieces: Open MPI sends a message up to its eager limit (4 KiB with the
+// shared-memory transport, header included) at once, and a longer one through
+// a rendezvous (a handshake and a single copy by the kernel), which here costs
+// about 2 us more than the whole eager message. With eager_piece_bytes = E > 0,
+// a message of more than E and at most kEagerSplitPieces * E bytes goes as
+// pieces of E bytes (the last one shorter), so it is eager; longer messages
+// keep one piece, where the single copy wins. E comes from
+// mpi_eager_piece_bytes() (eager_limit.h); sender and receiver must use the same.
+//
 // Open MPI slows down sharply (worse than linearly) with thousands of posted,
 // unmatched sends, which the ring posts when segments are small. So at most
 // kMaxSendPiecesInFlight pieces per (peer, tag) are posted at a time; the
@@ -37,6 +46,10 @@ namespace herd::collectives {
 constexpr std::size_t kMaxMpiMessageBytes = INT_MAX;
 // Posted, not yet completed send pieces per (peer, tag); see above.
 constexpr int64_t kMaxSendPiecesInFlight = 256;
+// Most pieces a message is cut into to stay under the eager limit: measured
+// here, two eager pieces beat one rendezvous message (8 KiB: 1.7 us against
+// 2.8 us), four do not (16 KiB: 3.4 us against 3.5 us).
+constexpr std::size_t kEagerSplitPieces = 2;
 
 namespace detail {
 class MpiSendQueues;
@@ -45,7 +58,8 @@ class MpiSendQueues;
 class MpiTransport final : public Transport {
  public:
   // Sets MPI_ERRORS_RETURN on `comm`, so that failures come back as Status.
-  explicit MpiTransport(MPI_Comm comm, std::size_t max_message_bytes = kMaxMpiMessageBytes);
+  explicit MpiTransport(MPI_Comm comm, std::size_t max_message_bytes = kMaxMpiMessageBytes,
+                        std::size_t eager_piece_bytes = 0);
   ~MpiTransport() override;
   MpiTransport(const MpiTransport&) = delete;
   MpiTransport& operator=(const MpiTransport&) = delete;
@@ -56,11 +70,15 @@ class MpiTransport final : public Transport {
                                          int tag) override;
   std::unique_ptr<PendingTransfer> irecv(void* data, std::size_t bytes, int peer, int tag) override;
 
+  // The most bytes of one MPI message in a transfer of `bytes` bytes.
+  std::size_t piece_bytes_for(std::size_t bytes) const;
+
  private:
   MPI_Comm comm_;
   int rank_ = 0;
   int size_ = 1;
   std::size_t max_message_bytes_;
+  std::size_t eager_piece_bytes_;
   std::unique_ptr<detail::MpiSendQueues> send_queues_;
 };
 

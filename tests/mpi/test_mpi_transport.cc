@@ -1,7 +1,11 @@
 // The collectives layer over real MPI, without the runtime: point-to-point
 // rings, ring and recursive-doubling allreduce, and MpiTransport's failure
-// modes, each over a transport with the default message limit and one with a
-// 7-byte limit so that every message is split into many MPI messages.
+// modes, each over a transport with the default message limit, one with a
+// 7-byte limit so that every message is split into many MPI messages, and one
+// with 16-byte eager pieces, so that messages of 17 to 32 bytes go as two.
+// Also: what the eager pieces look like on the wire, and the eager limit read
+// from Open MPI (the expected value comes from the command line, where ctest
+// sets the MCA parameter).
 //
 // A plain program run under mpiexec at 1..4 ranks. Each failure prints rank,
 // case, index, expected and actual; the last line of each rank is
@@ -10,14 +14,17 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 #include <mpi.h>
 
 #include "collectives/allreduce.h"
+#include "collectives/mpi/eager_limit.h"
 #include "collectives/mpi/mpi_transport.h"
 #include "ops/reduce.h"
 #include "raw_mpi_test_util.h"
@@ -27,6 +34,8 @@ namespace {
 
 constexpr int kPassTag = 7001;
 constexpr int kWrongLengthTag = 7002;
+constexpr int kEagerPiecesTag = 7003;
+constexpr std::size_t kTestEagerPieceBytes = 16;
 
 using testing::check_elements;
 using testing::kFloatSum;
@@ -174,13 +183,95 @@ void test_bad_peer(Tally& tally, Transport& transport, const std::string& name) 
   }
 }
 
-void run_all(Tally& tally, MPI_Comm comm, std::size_t max_message_bytes) {
-  MpiTransport transport(comm, max_message_bytes);
-  const std::string name = max_message_bytes == kMaxMpiMessageBytes
+// With 16-byte eager pieces, rank 0 sends rank 1 messages of 16, 17, 32 and
+// 33 bytes, which rank 1 receives with plain MPI_Recv: it must see one MPI
+// message of 16, two of 16 and 1, two of 16 and 16, and one of 33 (beyond two
+// pieces the message stays whole).
+void test_eager_pieces_on_the_wire(Tally& tally, MPI_Comm comm) {
+  int rank = 0;
+  int size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  if (size < 2 || rank > 1) return;
+  MpiTransport transport(comm, kMaxMpiMessageBytes, kTestEagerPieceBytes);
+  const std::vector<std::pair<std::size_t, std::vector<int>>> cases = {
+      {16, {16}}, {17, {16, 1}}, {32, {16, 16}}, {33, {33}}};
+  std::vector<unsigned char> bytes(64, 5);
+  for (const auto& [message, pieces] : cases) {
+    const std::string test_case = fmt::format("eager pieces: a {}-byte message", message);
+    if (rank == 0) {
+      tally.expect_ok(test_case + " (send)",
+                      transport.isend(bytes.data(), message, 1, kEagerPiecesTag)->wait());
+      continue;
+    }
+    std::vector<int> seen;
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+      MPI_Status status;
+      MPI_Recv(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, 0, kEagerPiecesTag, comm,
+               &status);
+      int count = 0;
+      MPI_Get_count(&status, MPI_BYTE, &count);
+      seen.push_back(count);
+    }
+    if (seen == pieces) {
+      tally.pass();
+    } else {
+      tally.fail(test_case, fmt::format("expected MPI messages of [{}] bytes, actual [{}]",
+                                        fmt::join(pieces, ", "), fmt::join(seen, ", ")));
+    }
+  }
+}
+
+// agree_eager_piece_bytes: auto gives Open MPI's shared-memory eager limit
+// less the header allowance (expected_limit, from the command line, is the
+// limit ctest set through OMPI_MCA_btl_vader_eager_limit; 0 skips that
+// check), every rank the same; a configured value is taken as is, and the
+// smallest one wins.
+void test_agree_eager_piece_bytes(Tally& tally, MPI_Comm comm, std::size_t expected_limit) {
+  int rank = 0;
+  int size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  if (expected_limit > 0 && size > 1) {
+    const std::size_t agreed = agree_eager_piece_bytes(comm, -1);
+    const std::size_t expected = expected_limit - kEagerHeaderAllowance;
+    if (agreed == expected) {
+      tally.pass();
+    } else {
+      tally.fail("agree_eager_piece_bytes(auto)",
+                 fmt::format("expected {} (eager limit {} less {}), actual {}", expected,
+                             expected_limit, kEagerHeaderAllowance, agreed));
+    }
+  }
+  const std::size_t configured = agree_eager_piece_bytes(comm, 1000 + rank);
+  if (configured == 1000) {
+    tally.pass();
+  } else {
+    tally.fail("agree_eager_piece_bytes(1000 + rank)",
+               fmt::format("expected the smallest, 1000, actual {}", configured));
+  }
+  const std::size_t off = agree_eager_piece_bytes(comm, rank == size - 1 ? 0 : 4000);
+  if (off == 0) {
+    tally.pass();
+  } else {
+    tally.fail("agree_eager_piece_bytes(0 on the last rank)",
+               fmt::format("expected 0, actual {}", off));
+  }
+}
+
+void run_all(Tally& tally, MPI_Comm comm, std::size_t max_message_bytes,
+             std::size_t eager_piece_bytes) {
+  MpiTransport transport(comm, max_message_bytes, eager_piece_bytes);
+  const std::string name = eager_piece_bytes > 0
+                               ? fmt::format("eager pieces of {} bytes:", eager_piece_bytes)
+                           : max_message_bytes == kMaxMpiMessageBytes
                                ? std::string("default limit:")
                                : fmt::format("max_message_bytes {}:", max_message_bytes);
   test_ring_pass(tally, transport, 1000, name);
   test_ring_pass(tally, transport, 0, name);
+  for (std::size_t bytes : {std::size_t{17}, std::size_t{31}, std::size_t{32}, std::size_t{33}}) {
+    test_ring_pass(tally, transport, bytes, name);
+  }
   for (int64_t count :
        {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1023}, (int64_t{1} << 20) + 3}) {
     // One-float segments make a message per element: keep them to the small
@@ -203,10 +294,16 @@ void run_all(Tally& tally, MPI_Comm comm, std::size_t max_message_bytes) {
 
 int main(int argc, char** argv) {
   using namespace herd::collectives;
+  // argv[1]: the shared-memory eager limit the test was launched with.
+  const std::size_t expected_limit =
+      argc > 1 ? static_cast<std::size_t>(std::strtoull(argv[1], nullptr, 10)) : 0;
   return testing::run_raw_mpi_test(
-      argc, argv, "test_mpi_transport", [](testing::Tally& tally, MPI_Comm comm) {
+      argc, argv, "test_mpi_transport", [expected_limit](testing::Tally& tally, MPI_Comm comm) {
         for (std::size_t max_message_bytes : {std::size_t{7}, kMaxMpiMessageBytes}) {
-          run_all(tally, comm, max_message_bytes);
+          run_all(tally, comm, max_message_bytes, 0);
         }
+        run_all(tally, comm, kMaxMpiMessageBytes, kTestEagerPieceBytes);
+        test_eager_pieces_on_the_wire(tally, comm);
+        test_agree_eager_piece_bytes(tally, comm, expected_limit);
       });
 }

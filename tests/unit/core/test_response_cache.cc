@@ -146,6 +146,28 @@ TEST_CASE("ResponseCache: erase frees the slot, and the lowest free slot is reus
   CHECK(result->slot == 0);
 }
 
+TEST_CASE("ResponseCache: slot_bound follows the highest slot ever used", "[cache]") {
+  ResponseCache cache(4);
+  CHECK(cache.slot_bound() == 0);
+  put_slot(cache, response("a"));
+  CHECK(cache.slot_bound() == 1);
+  put_slot(cache, response("b"));
+  put_slot(cache, response("c"));
+  CHECK(cache.slot_bound() == 3);
+  put_slot(cache, response("b", {9}));  // replaced in place: no new slot
+  CHECK(cache.slot_bound() == 3);
+  cache.erase(2);
+  cache.erase(1);
+  CHECK(cache.slot_bound() == 3);  // never shrinks
+  CHECK(put_slot(cache, response("x")) == 1);
+  CHECK(cache.slot_bound() == 3);
+  put_slot(cache, response("y"));
+  put_slot(cache, response("z"));
+  CHECK(cache.slot_bound() == 4);
+  put_slot(cache, response("w"));  // evicts: the bound stays at the capacity
+  CHECK(cache.slot_bound() == 4);
+}
+
 TEST_CASE("ResponseCache: two caches fed the same operations agree on every slot", "[cache]") {
   const std::size_t capacity = 16;
   ResponseCache first(capacity);
@@ -177,7 +199,9 @@ TEST_CASE("ResponseCache: two caches fed the same operations agree on every slot
     }
   }
   REQUIRE(first.size() == second.size());
+  REQUIRE(first.slot_bound() == second.slot_bound());
   for (uint32_t slot = 0; slot < capacity; ++slot) {
+    if (slot >= first.slot_bound()) REQUIRE_FALSE(first.occupied(slot));
     INFO("slot " << slot);
     REQUIRE(first.occupied(slot) == second.occupied(slot));
     if (first.occupied(slot)) CHECK(first.response(slot).name == second.response(slot).name);
