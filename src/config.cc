@@ -113,6 +113,20 @@ Status parse_non_negative_bytes(const char* variable, std::string_view text, Con
   return Status::ok();
 }
 
+// The parser of "auto" (stored as -1) or a size in bytes, 0 allowed, in
+// config->*Field.
+template <int64_t Config::*Field>
+Status parse_auto_or_bytes(const char* variable, std::string_view text, Config* config) {
+  if (text == "auto") {
+    config->*Field = -1;
+    return Status::ok();
+  }
+  auto value = parse_integer(text, 0, kMaxInt64);
+  if (!value) return bad_value(variable, text, "auto or a non-negative integer (bytes)");
+  config->*Field = *value;
+  return Status::ok();
+}
+
 // The one list of settings, in the order docs/configuration.md shows them.
 const std::array<Setting, 14> kSettings = {{
     {"HERD_FUSION_THRESHOLD", "4194304",
@@ -174,16 +188,7 @@ const std::array<Setting, 14> kSettings = {{
      "Buffers of at most this many bytes use recursive doubling instead of the "
      "ring; 0 always uses the ring; auto: 64 KiB up to 8 ranks, growing with "
      "the number of ranks to 4 MiB from 513 on (docs/performance.md).",
-     [](const char* variable, std::string_view text, Config* config) {
-       if (text == "auto") {
-         config->small_allreduce_bytes = -1;
-         return Status::ok();
-       }
-       auto value = parse_integer(text, 0, kMaxInt64);
-       if (!value) return bad_value(variable, text, "auto or a non-negative integer (bytes)");
-       config->small_allreduce_bytes = *value;
-       return Status::ok();
-     }},
+     &parse_auto_or_bytes<&Config::small_allreduce_bytes>},
     {"HERD_EAGER_PIECE_BYTES", "auto",
      "A message longer than this many bytes but at most twice as long is sent "
      "as two MPI messages (pieces) of at most this size, which MPI sends "
@@ -191,16 +196,7 @@ const std::array<Setting, 14> kSettings = {{
      "shared-memory eager limit (btl_vader_eager_limit) less 128 bytes when the "
      "process set is on one machine, else 0. Ranks use the smallest value among "
      "them.",
-     [](const char* variable, std::string_view text, Config* config) {
-       if (text == "auto") {
-         config->eager_piece_bytes = -1;
-         return Status::ok();
-       }
-       auto value = parse_integer(text, 0, kMaxInt64);
-       if (!value) return bad_value(variable, text, "auto or a non-negative integer (bytes)");
-       config->eager_piece_bytes = *value;
-       return Status::ok();
-     }},
+     &parse_auto_or_bytes<&Config::eager_piece_bytes>},
     {"HERD_STALL_CHECK_TIME", "60",
      "Seconds a tensor may wait for other ranks before herd logs a warning "
      "naming it and the ranks that have not submitted it; 0 turns the check off.",

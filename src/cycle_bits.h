@@ -35,8 +35,9 @@ struct CycleAgreement {
   std::vector<int> joined_ranks;           // ascending; empty unless num_ranks > 0
 };
 
-// Number of 64-bit words for a cache of `capacity` slots, and a joined part
-// for `num_ranks` ranks.
+// Number of 64-bit words for `capacity` slots (the background loop passes
+// ResponseCache::slot_bound(): only slots below it can be occupied), and a
+// joined part for `num_ranks` ranks.
 std::size_t cycle_bits_words(std::size_t capacity, int num_ranks = 0);
 
 // This rank's contribution; every slot must be < capacity.

@@ -2,23 +2,13 @@
 // eager_limit.h.
 #include "collectives/mpi/eager_limit.h"
 
-#include <algorithm>
 #include <array>
 #include <cstring>
-#include <string>
 
 #include "collectives/mpi/mpi_transport.h"
-#include "common/enforce.h"
 
 namespace herd::collectives {
 namespace {
-
-// Setup calls on the caller's communicator: a failure is the caller's bug.
-void check_setup(const char* call, int code) {
-  if (code != MPI_SUCCESS) {
-    ::herd::detail::throw_internal_error(__FILE__, __LINE__, mpi_error_string(call, code));
-  }
-}
 
 // The value of the integer control variable `wanted`, or 0 when the library
 // has no such variable or will not say.
@@ -89,20 +79,20 @@ std::size_t agree_eager_piece_bytes(MPI_Comm comm, int64_t configured) {
     mine = static_cast<uint64_t>(configured);
   } else {
     int size = 0;
-    check_setup("MPI_Comm_size", MPI_Comm_size(comm, &size));
+    check_mpi_setup("MPI_Comm_size", MPI_Comm_size(comm, &size));
     MPI_Comm node = MPI_COMM_NULL;
-    check_setup("MPI_Comm_split_type",
-                MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    check_mpi_setup("MPI_Comm_split_type",
+                    MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
     int node_size = 0;
     const int code = MPI_Comm_size(node, &node_size);
     MPI_Comm_free(&node);
-    check_setup("MPI_Comm_size", code);
+    check_mpi_setup("MPI_Comm_size", code);
     // One rank sends no messages: no reason to pay for reading the limit.
     const std::size_t limit = size > 1 && node_size == size ? shared_memory_eager_limit() : 0;
     mine = limit > 2 * kEagerHeaderAllowance ? limit - kEagerHeaderAllowance : 0;
   }
   uint64_t agreed = 0;
-  check_setup("MPI_Allreduce", MPI_Allreduce(&mine, &agreed, 1, MPI_UINT64_T, MPI_MIN, comm));
+  check_mpi_setup("MPI_Allreduce", MPI_Allreduce(&mine, &agreed, 1, MPI_UINT64_T, MPI_MIN, comm));
   return static_cast<std::size_t>(agreed);
 }
 

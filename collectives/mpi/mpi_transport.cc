@@ -296,17 +296,11 @@ Status MpiTransfer::wait() {
 
 }  // namespace detail
 
-namespace {
-
-// Setup calls on the caller's communicator: a failure there is the caller's
-// bug (an invalid communicator), not a transfer error.
-void check_setup(const char* call, int code) {
+void check_mpi_setup(const char* call, int code) {
   if (code != MPI_SUCCESS) {
     ::herd::detail::throw_internal_error(__FILE__, __LINE__, mpi_error_string(call, code));
   }
 }
-
-}  // namespace
 
 MpiTransport::MpiTransport(MPI_Comm comm, std::size_t max_message_bytes,
                            std::size_t eager_piece_bytes)
@@ -316,9 +310,9 @@ MpiTransport::MpiTransport(MPI_Comm comm, std::size_t max_message_bytes,
       send_queues_(std::make_unique<detail::MpiSendQueues>()) {
   HERD_ENFORCE_GE(max_message_bytes_, std::size_t{1});
   HERD_ENFORCE_LE(max_message_bytes_, kMaxMpiMessageBytes);
-  check_setup("MPI_Comm_set_errhandler", MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
-  check_setup("MPI_Comm_rank", MPI_Comm_rank(comm_, &rank_));
-  check_setup("MPI_Comm_size", MPI_Comm_size(comm_, &size_));
+  check_mpi_setup("MPI_Comm_set_errhandler", MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+  check_mpi_setup("MPI_Comm_rank", MPI_Comm_rank(comm_, &rank_));
+  check_mpi_setup("MPI_Comm_size", MPI_Comm_size(comm_, &size_));
 }
 
 MpiTransport::~MpiTransport() = default;

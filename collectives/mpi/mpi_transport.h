@@ -16,7 +16,8 @@
 // a message of more than E and at most kEagerSplitPieces * E bytes goes as
 // pieces of E bytes (the last one shorter), so it is eager; longer messages
 // keep one piece, where the single copy wins. E comes from
-// mpi_eager_piece_bytes() (eager_limit.h); sender and receiver must use the same.
+// agree_eager_piece_bytes() (eager_limit.h); sender and receiver must use the
+// same.
 //
 // Open MPI slows down sharply (worse than linearly) with thousands of posted,
 // unmatched sends, which the ring posts when segments are small. So at most
@@ -70,10 +71,10 @@ class MpiTransport final : public Transport {
                                          int tag) override;
   std::unique_ptr<PendingTransfer> irecv(void* data, std::size_t bytes, int peer, int tag) override;
 
+ private:
   // The most bytes of one MPI message in a transfer of `bytes` bytes.
   std::size_t piece_bytes_for(std::size_t bytes) const;
 
- private:
   MPI_Comm comm_;
   int rank_ = 0;
   int size_ = 1;
@@ -84,5 +85,11 @@ class MpiTransport final : public Transport {
 
 // "MPI_Isend: MPI_ERR_RANK: invalid rank" for an MPI error code.
 std::string mpi_error_string(const char* call, int code);
+
+// For setup calls on the caller's communicator (rank, size, splits), where a
+// failure is the caller's bug (an invalid communicator), not a transfer
+// error: throws herd's internal error with MPI's text unless code is
+// MPI_SUCCESS.
+void check_mpi_setup(const char* call, int code);
 
 }  // namespace herd::collectives
