@@ -24,7 +24,7 @@ import herd
 import herd.torch as hvd
 from herd import _native
 from herd.torch import mpi_ops
-from rank_checks import expect, rank_values
+from rank_checks import check_tensor, expect, rank_values
 
 SKIPPED = "herd GPU tests skipped: "
 if not herd.cuda_built():
@@ -39,9 +39,6 @@ DTYPES = [torch.uint8, torch.int32, torch.int64, torch.float16, torch.bfloat16, 
           torch.float64]
 SHAPES = [(), (0,), (1,), (7,), (5, 3)]
 LARGE = ((1 << 21) + 3,)  # 8 MB of float32: more than one block of HERD_GPU_STAGING_BYTES
-# A float average may be one rounding away from sum / p.
-ROUNDING = {torch.float16: 1e-3, torch.bfloat16: 8e-3, torch.float32: 2.5e-7,
-            torch.float64: 5e-16}
 
 
 @pytest.fixture(scope="module")
@@ -62,20 +59,7 @@ def check(actual, expected, device, what, close=False):
     if actual.device != device:
         expect(False, f"{what}: on {actual.device}, expected {device}")
         return
-    actual = actual.cpu()
-    if actual.dtype != expected.dtype or actual.shape != expected.shape:
-        expect(False, f"{what}: {actual.dtype} {tuple(actual.shape)}, expected "
-                      f"{expected.dtype} {tuple(expected.shape)}")
-        return
-    if close and expected.is_floating_point():
-        wrong_mask = ((actual.double() - expected.double()).abs()
-                      > ROUNDING[expected.dtype] * expected.double().abs())
-    else:
-        wrong_mask = actual != expected
-    if wrong_mask.any():
-        wrong = wrong_mask.reshape(-1).nonzero()[0].item()
-        expect(False, f"{what}: index {wrong}: expected {expected.reshape(-1)[wrong].item()}, "
-                      f"got {actual.reshape(-1)[wrong].item()}")
+    check_tensor(actual.cpu(), expected, what, close)
 
 
 def total(shape, dtype, size, salt=0):
