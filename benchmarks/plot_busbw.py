@@ -39,11 +39,12 @@ REQUIRED_COLUMNS = ("size", "path", "time_us", "algbw_gbps", "busbw_gbps")
 PATH_STYLES = {
     "herd": ("-", "o"),
     "ring": ("--", "s"),
+    "shm": ((0, (3, 1, 1, 1, 1, 1)), "D"),
     "mpi": ("-.", "^"),
     "memcpy": (":", None),
 }
 FALLBACK_STYLES = [((0, (5, 1, 1, 1)), "D"), ((0, (1, 2)), "v"), ((0, (8, 2)), "P")]
-PATH_ORDER = ["herd", "ring", "mpi"]
+PATH_ORDER = ["herd", "ring", "shm", "mpi"]
 
 
 class BenchCsvError(Exception):

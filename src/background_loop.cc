@@ -31,14 +31,15 @@ GpuSetContext with_config(GpuSetContext context, const Config* config) {
 
 BackgroundLoop::BackgroundLoop(const Config& config, TensorQueue& queue, ControlChannel& control,
                                collectives::Transport& transport, std::vector<int> global_ranks,
-                               std::string stop_reason, GpuSupport* gpu, GpuSetContext gpu_context)
+                               std::string stop_reason, GpuSupport* gpu, GpuSetContext gpu_context,
+                               ShmPath shm)
     : config_(config),
       global_ranks_(std::move(global_ranks)),
       stop_reason_(std::move(stop_reason)),
       cycle_time_(static_cast<int64_t>(config.cycle_time_ms * 1000.0)),
       queue_(queue),
       control_(control),
-      executor_(transport, allreduce_options(config)),
+      executor_(transport, allreduce_options(config), shm),
       collective_executor_(transport, executor_,
                            static_cast<std::size_t>(config.ring_segment_bytes), global_ranks_),
       gpu_(gpu),

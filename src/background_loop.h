@@ -55,8 +55,8 @@ class BackgroundLoop final : public CycleDriver,
   // the executor of GPU responses, from `gpu_context`, at the first one.
   BackgroundLoop(const Config& config, TensorQueue& queue, ControlChannel& control,
                  collectives::Transport& transport, std::vector<int> global_ranks,
-                 std::string stop_reason, GpuSupport* gpu = nullptr,
-                 GpuSetContext gpu_context = {});
+                 std::string stop_reason, GpuSupport* gpu = nullptr, GpuSetContext gpu_context = {},
+                 ShmPath shm = {});
 
   // The thread body. Returns once the loop has stopped and failed everything
   // still pending.

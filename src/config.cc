@@ -128,7 +128,7 @@ Status parse_auto_or_bytes(const char* variable, std::string_view text, Config* 
 }
 
 // The one list of settings, in the order docs/configuration.md shows them.
-const std::array<Setting, 14> kSettings = {{
+const std::array<Setting, 15> kSettings = {{
     {"HERD_FUSION_THRESHOLD", "4194304",
      "Most bytes packed into one fusion buffer; 0 turns fusion off, so every "
      "tensor is reduced on its own.",
@@ -197,9 +197,16 @@ const std::array<Setting, 14> kSettings = {{
      "process set is on one machine, else 0. Ranks use the smallest value among "
      "them.",
      &parse_auto_or_bytes<&Config::eager_piece_bytes>},
+    {"HERD_SHM_ALLREDUCE_BYTES", "auto",
+     "CPU allreduces of at most this many bytes run through memory shared by "
+     "the ranks instead of over MPI, when every rank of the process set is on "
+     "one machine; 0 never; auto: any size.",
+     &parse_auto_or_bytes<&Config::shm_allreduce_bytes>},
     {"HERD_STALL_CHECK_TIME", "60",
      "Seconds a tensor may wait for other ranks before herd logs a warning "
-     "naming it and the ranks that have not submitted it; 0 turns the check off.",
+     "naming it and the ranks that have not submitted it; 0 turns the check off. "
+     "An allreduce through shared memory that has waited this long for a rank "
+     "inside the exchange fails instead, naming that rank.",
      [](const char* variable, std::string_view text, Config* config) {
        // Same grammar as HERD_CYCLE_TIME: a non-negative finite decimal.
        auto value = parse_non_negative_decimal(text);

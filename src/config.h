@@ -51,8 +51,14 @@ struct Config {
   // never cuts; -1 (the variable's "auto"): from MPI's shared-memory eager
   // limit when the process set is on one machine (eager_limit.h).
   int64_t eager_piece_bytes = -1;
+  // HERD_SHM_ALLREDUCE_BYTES: CPU allreduces of at most this many bytes run
+  // through shared memory when the process set is on one machine
+  // (collectives/shm/shm_allreduce.h); 0 never; -1 (the variable's "auto"):
+  // any size.
+  int64_t shm_allreduce_bytes = -1;
   // HERD_STALL_CHECK_TIME: seconds a tensor may wait for other ranks before
   // herd logs a warning naming it and the ranks it waits for; 0 disables.
+  // Also how long a shared-memory allreduce waits for a rank before failing.
   double stall_check_seconds = 60.0;
   // HERD_PROCESS_SETS: process sets made at init, e.g. "0,2;1,3" for the
   // sets {0,2} and {1,3}; they get ids 1, 2, ... in that order.

@@ -14,8 +14,8 @@ collectives::AllreduceOptions allreduce_options(const Config& config) {
 }
 
 FusionExecutor::FusionExecutor(collectives::Transport& transport,
-                               collectives::AllreduceOptions options)
-    : transport_(transport), options_(options) {}
+                               collectives::AllreduceOptions options, ShmPath shm)
+    : transport_(transport), options_(options), shm_(shm) {}
 
 uint8_t* FusionExecutor::fusion_buffer(std::size_t bytes) {
   if (bytes > fusion_buffer_capacity_) {
@@ -69,9 +69,15 @@ Status FusionExecutor::allreduce(const Response& spec, const std::vector<TensorE
     };
   }
   const ReduceOp reduce_op = average ? ReduceOp::kSum : spec.op;
-  HERD_RETURN_IF_ERROR(collectives::allreduce(input, buffer, total_count, element_bytes,
-                                              ops::make_reduce_fn(spec.dtype, reduce_op),
-                                              transport_, options_, finish));
+  const ops::ReduceFn reduce = ops::make_reduce_fn(spec.dtype, reduce_op);
+  const std::size_t bytes = static_cast<std::size_t>(total_count) * element_bytes;
+  if (shm_.group != nullptr && bytes <= shm_.max_bytes) {
+    HERD_RETURN_IF_ERROR(
+        shm_.group->allreduce(input, buffer, total_count, element_bytes, reduce, finish));
+  } else {
+    HERD_RETURN_IF_ERROR(collectives::allreduce(input, buffer, total_count, element_bytes, reduce,
+                                                transport_, options_, finish));
+  }
 
   if (entries.size() > 1) {
     std::size_t offset = 0;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "collectives/allreduce.h"
+#include "collectives/shm/shm_allreduce.h"
 #include "collectives/transport.h"
 #include "common/status.h"
 #include "src/config.h"
@@ -32,9 +33,18 @@ struct Contribution {
 // HERD_SMALL_ALLREDUCE_BYTES), for the CPU executors and the GPU's MPI path.
 collectives::AllreduceOptions allreduce_options(const Config& config);
 
+// The shared-memory allreduce of a process set on one machine: the group
+// (null: none) and the largest buffer it takes, larger ones going over the
+// transport.
+struct ShmPath {
+  collectives::ShmAllreduceGroup* group = nullptr;
+  std::size_t max_bytes = 0;
+};
+
 class FusionExecutor {
  public:
-  FusionExecutor(collectives::Transport& transport, collectives::AllreduceOptions options);
+  FusionExecutor(collectives::Transport& transport, collectives::AllreduceOptions options,
+                 ShmPath shm = {});
 
   // Reduces every entry's input into its output as `spec` (dtype, op, scales)
   // says: output = postscale * reduce_op over ranks of (prescale * input),
@@ -50,6 +60,7 @@ class FusionExecutor {
 
   collectives::Transport& transport_;
   collectives::AllreduceOptions options_;
+  ShmPath shm_;
   std::unique_ptr<uint8_t[]> fusion_buffer_;
   std::size_t fusion_buffer_capacity_ = 0;
 };

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "collectives/mpi/eager_limit.h"
+#include "common/logging.h"
 #include "herd/error.h"
 #include "src/blocking_call.h"
 #include "src/handle_state.h"
@@ -34,6 +35,7 @@ ProcessSetState::ProcessSetState(int id, std::vector<int> ranks, MPI_Comm comm,
       data_comm_, collectives::kMaxMpiMessageBytes,
       collectives::agree_eager_piece_bytes(data_comm_, config.eager_piece_bytes));
   control_ = std::make_unique<ControlChannel>(control_comm_);
+  const ShmPath shm = make_shm_path(config);
   const std::string stop_reason =
       id_ == 0 ? "herd was shut down (herd::shutdown on some rank) before the operation completed"
                : fmt::format(
@@ -45,11 +47,31 @@ ProcessSetState::ProcessSetState(int id, std::vector<int> ranks, MPI_Comm comm,
   gpu_context.host_transport = transport_.get();
   gpu_context.global_ranks = ranks_;
   loop_ = std::make_shared<BackgroundLoop>(config, queue_, *control_, *transport_, ranks_,
-                                           stop_reason, gpu, std::move(gpu_context));
+                                           stop_reason, gpu, std::move(gpu_context), shm);
   thread_ = std::thread([loop = loop_.get()] { loop->run(); });
 }
 
 ProcessSetState::~ProcessSetState() { stop(); }
+
+ShmPath ProcessSetState::make_shm_path(const Config& config) {
+  if (config.shm_allreduce_bytes == 0) return {};
+  collectives::NodeShmOptions options;
+  // A rank stuck this long inside an allreduce fails it instead of hanging.
+  options.stall_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(config.stall_check_seconds * 1000.0));
+  std::string why_not;
+  node_shm_ = collectives::make_node_shm(data_comm_, options, &why_not);
+  if (!node_shm_) {
+    HERD_LOG(kDebug, "process set {}: allreduce over MPI only, not through shared memory: {}", id_,
+             why_not);
+    return {};
+  }
+  HERD_LOG(kDebug, "process set {}: allreduces of up to {} bytes through shared memory", id_,
+           config.shm_allreduce_bytes);
+  return {&node_shm_->group(), config.shm_allreduce_bytes < 0
+                                   ? SIZE_MAX
+                                   : static_cast<std::size_t>(config.shm_allreduce_bytes)};
+}
 
 Handle ProcessSetState::submit(TensorEntry entry) {
   entry.handle->set_driver(loop_);
@@ -69,6 +91,7 @@ void ProcessSetState::stop() {
   loop_.reset();
   control_.reset();
   transport_.reset();
+  node_shm_.reset();
   if (control_comm_ != MPI_COMM_NULL) MPI_Comm_free(&control_comm_);
   if (data_comm_ != MPI_COMM_NULL) MPI_Comm_free(&data_comm_);
 }

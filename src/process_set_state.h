@@ -18,6 +18,7 @@
 #include <mpi.h>
 
 #include "collectives/mpi/mpi_transport.h"
+#include "collectives/mpi/node_shm.h"
 #include "herd/handle.h"
 #include "src/background_loop.h"
 #include "src/config.h"
@@ -58,12 +59,18 @@ class ProcessSetState {
   void stop();
 
  private:
+  // Maps the set's shared memory when HERD_SHM_ALLREDUCE_BYTES and the
+  // machine allow (collective over the set), else an empty path.
+  ShmPath make_shm_path(const Config& config);
+
   int id_;
   std::vector<int> ranks_;
   int set_rank_ = 0;
   MPI_Comm control_comm_ = MPI_COMM_NULL;
   MPI_Comm data_comm_ = MPI_COMM_NULL;
   std::unique_ptr<collectives::MpiTransport> transport_;
+  // Null unless the set's CPU allreduces go through shared memory.
+  std::unique_ptr<collectives::NodeShm> node_shm_;
   std::unique_ptr<ControlChannel> control_;
   TensorQueue queue_;
   // Shared with the handles it completes, which may drive it (cycle_driver.h)

@@ -44,6 +44,7 @@ void check_settings_agree(const Config& config, int size) {
       {"HERD_CACHE_CAPACITY", config.cache_capacity},
       {"HERD_RING_SEGMENT_BYTES", config.ring_segment_bytes},
       {"HERD_SMALL_ALLREDUCE_BYTES", config.small_allreduce_bytes},
+      {"HERD_SHM_ALLREDUCE_BYTES", config.shm_allreduce_bytes},
       {"HERD_GPU_ALLREDUCE", static_cast<int64_t>(config.gpu_allreduce)},
       {"HERD_HIERARCHICAL_ALLREDUCE", config.hierarchical_allreduce ? 1 : 0},
       {"HERD_GPU_STAGING_BYTES", config.gpu_staging_bytes},

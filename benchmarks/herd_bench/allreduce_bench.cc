@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "benchmarks/herd_bench/table.h"
 #include "collectives/allreduce.h"
 #include "collectives/mpi/mpi_transport.h"
+#include "collectives/mpi/node_shm.h"
 #include "ops/reduce.h"
 
 namespace herd::bench {
@@ -26,6 +28,8 @@ namespace {
 //           then ring or recursive doubling), input -> output.
 //   ring:   collectives::ring_allreduce alone over an MpiTransport, input ->
 //           output, at every size.
+//   shm:    the shared-memory allreduce alone (collectives/shm), input ->
+//           output, at every size, when all ranks are on one machine.
 //   mpi:    MPI_Allreduce(input, output) on the same buffers.
 //   memcpy: rank 0 alone copies as many bytes: a ceiling for one pass over
 //           the buffer on this machine (bench_sweep.h).
@@ -37,7 +41,8 @@ std::vector<std::string> allreduce_notes(const AllreduceBenchOptions& options, i
   std::vector<std::string> notes{
       "herd runs recursive doubling up to HERD_SMALL_ALLREDUCE_BYTES (by default " +
       format_bytes(collectives::small_allreduce_threshold(ranks)) + " at " + std::to_string(ranks) +
-      " ranks) and the ring above; the ring row is always the ring"};
+      " ranks) and the ring above, or the shared-memory allreduce when HERD_SHM_ALLREDUCE_BYTES "
+      "allows; the ring row is always the ring, the shm row always shared memory"};
   if (options.op == ReduceOp::kAverage) {
     notes.push_back("avg: ring and mpi sum, then divide by p on the host (timed), as herd does");
   }
@@ -63,6 +68,9 @@ int64_t run_allreduce_bench(const AllreduceBenchOptions& options, MPI_Comm comm)
   // Declared before the transport, so that it outlives it.
   DupComm ring_comm(comm);
   collectives::MpiTransport transport(ring_comm.get());
+  std::string no_shm;
+  const std::unique_ptr<collectives::NodeShm> shm =
+      collectives::make_node_shm(comm, collectives::NodeShmOptions{}, &no_shm);
   const ops::ReduceFn reduce = ops::make_reduce_fn(options.dtype, options.op);
   const std::size_t element_bytes = element_size(options.dtype);
   const MPI_Datatype type = mpi_type(options.dtype);
@@ -106,6 +114,16 @@ int64_t run_allreduce_bench(const AllreduceBenchOptions& options, MPI_Comm comm)
           divide_if_average();
         },
         output_wrong("ring"));
+    if (shm) {
+      wrong += run.measure(
+          "shm",
+          [&] {
+            const Status status = shm->group().allreduce(in, out, count, element_bytes, reduce);
+            if (!status) throw std::runtime_error("shm allreduce: " + status.message());
+            divide_if_average();
+          },
+          output_wrong("shm"));
+    }
     if (type != MPI_DATATYPE_NULL && count <= INT_MAX) {
       wrong += run.measure(
           "mpi",

@@ -36,6 +36,7 @@ std::set<std::string> differing_fields(const Config& a, const Config& b) {
   if (a.ring_segment_bytes != b.ring_segment_bytes) fields.insert("ring_segment_bytes");
   if (a.small_allreduce_bytes != b.small_allreduce_bytes) fields.insert("small_allreduce_bytes");
   if (a.eager_piece_bytes != b.eager_piece_bytes) fields.insert("eager_piece_bytes");
+  if (a.shm_allreduce_bytes != b.shm_allreduce_bytes) fields.insert("shm_allreduce_bytes");
   if (a.stall_check_seconds != b.stall_check_seconds) fields.insert("stall_check_seconds");
   if (a.process_sets != b.process_sets) fields.insert("process_sets");
   if (a.gpu_allreduce != b.gpu_allreduce) fields.insert("gpu_allreduce");
@@ -53,6 +54,7 @@ const std::set<std::string> kAllFields = {"fusion_threshold_bytes",
                                           "ring_segment_bytes",
                                           "small_allreduce_bytes",
                                           "eager_piece_bytes",
+                                          "shm_allreduce_bytes",
                                           "stall_check_seconds",
                                           "process_sets",
                                           "gpu_allreduce",
@@ -198,6 +200,20 @@ TEST_CASE("config: HERD_EAGER_PIECE_BYTES", "[config]") {
   }
 }
 
+TEST_CASE("config: HERD_SHM_ALLREDUCE_BYTES", "[config]") {
+  Config config;
+  CHECK(config.shm_allreduce_bytes == -1);
+  REQUIRE(read({{"HERD_SHM_ALLREDUCE_BYTES", "0"}}, &config).is_ok());
+  CHECK(config.shm_allreduce_bytes == 0);
+  REQUIRE(read({{"HERD_SHM_ALLREDUCE_BYTES", "1073741824"}}, &config).is_ok());
+  CHECK(config.shm_allreduce_bytes == 1073741824);
+  REQUIRE(read({{"HERD_SHM_ALLREDUCE_BYTES", "auto"}}, &config).is_ok());
+  CHECK(config.shm_allreduce_bytes == -1);
+  for (const char* bad : {"-1", "1M", "", "AUTO", " 0"}) {
+    check_rejected("HERD_SHM_ALLREDUCE_BYTES", bad, "auto or a non-negative integer (bytes)");
+  }
+}
+
 TEST_CASE("config: HERD_STALL_CHECK_TIME", "[config]") {
   Config config;
   REQUIRE(read({{"HERD_STALL_CHECK_TIME", "0"}}, &config).is_ok());
@@ -244,7 +260,8 @@ TEST_CASE("config: setting_docs covers every field exactly once", "[config]") {
       {"HERD_STALL_CHECK_TIME", "2.5"},      {"HERD_PROCESS_SETS", "0,1"},
       {"HERD_FUSION_MAX_TENSOR_BYTES", "9"}, {"HERD_GPU_ALLREDUCE", "mpi"},
       {"HERD_HIERARCHICAL_ALLREDUCE", "1"},  {"HERD_NCCL_TIMEOUT", "1.5"},
-      {"HERD_GPU_STAGING_BYTES", "4096"},    {"HERD_EAGER_PIECE_BYTES", "0"}};
+      {"HERD_GPU_STAGING_BYTES", "4096"},    {"HERD_EAGER_PIECE_BYTES", "0"},
+      {"HERD_SHM_ALLREDUCE_BYTES", "0"}};
   std::vector<SettingDoc> docs = setting_docs();
   REQUIRE(docs.size() == non_default.size());
 

@@ -1,0 +1,54 @@
+// The shared-memory allreduce group of a communicator whose ranks all run on
+// this machine (collectives/shm/shm_allreduce.h): maps one POSIX shared
+// memory object into every member and owns the mapping.
+//
+// Called once per process set, by every member, on the thread that calls
+// herd::init or add_process_set; collective over the communicator. The object
+// is unlinked as soon as every member has mapped it, so nothing is left in
+// /dev/shm however the job ends.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <mpi.h>
+
+#include "collectives/shm/shm_allreduce.h"
+
+namespace herd::collectives {
+
+class NodeShm {
+ public:
+  NodeShm(void* mapping, std::size_t bytes, int rank, int ranks, std::size_t slot_bytes,
+          std::chrono::milliseconds stall_timeout, std::optional<ShmLineMode> fixed_mode);
+  ~NodeShm();
+  NodeShm(const NodeShm&) = delete;
+  NodeShm& operator=(const NodeShm&) = delete;
+
+  ShmAllreduceGroup& group() { return group_; }
+
+ private:
+  void* mapping_;
+  std::size_t bytes_;
+  ShmAllreduceGroup group_;
+};
+
+struct NodeShmOptions {
+  std::size_t slot_bytes = kDefaultShmSlotBytes;
+  std::chrono::milliseconds stall_timeout{0};  // 0: wait for ever
+  // Tests and benchmarks pin a line mode; by default rank 0 chooses it from
+  // the times of earlier calls (collectives/shm/line_mode.h).
+  std::optional<ShmLineMode> fixed_mode;
+};
+
+// Every member gets a group, or every member gets null and *why_not says why
+// (one rank, ranks on several machines, or the shared memory could not be
+// made or mapped on some rank, with the call and its error). Collective over
+// `comm`.
+std::unique_ptr<NodeShm> make_node_shm(MPI_Comm comm, const NodeShmOptions& options,
+                                       std::string* why_not);
+
+}  // namespace herd::collectives

@@ -1,0 +1,69 @@
+// What the shared-memory allreduce does with the other ranks' slot lines
+// once it has read them, and how rank 0 chooses it from the times of
+// earlier calls.
+//
+// Why a choice: a slot line travels from the rank that writes it to the rank
+// that reads it, and when the writer reuses the slot two chunks later its
+// store must first invalidate the reader's copy. On this project's machine
+// that costs little in one of the two states the machine is found in
+// (cores about 120 ns apart) and makes the whole allreduce three times
+// slower in the other (about 500 ns apart): 16 MiB at 2 ranks took 3.7-4.5 ms
+// against 11.7-12.0 ms. A reader that evicts the lines it has read
+// (clflushopt) spares the writer that invalidation, at the price of writing
+// the dirty lines back to memory: 5.7-6.6 ms in both states
+// (docs/performance.md, log item 18). Neither mode wins in both states, and
+// the state changes while a job runs, so rank 0 measures.
+//
+// ShmModeChooser is pure logic, used by rank 0's ShmAllreduceGroup on the
+// thread running the collective.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace herd::collectives {
+
+enum class ShmLineMode : uint64_t {
+  kKeep = 0,   // leave the lines read in the cache
+  kEvict = 1,  // flush them after the chunk's copy-out
+};
+
+// Evicts the cache lines of [data, data + bytes) from every cache (x86-64:
+// clflushopt; elsewhere nothing). Ordered before later stores by a fence.
+void evict_lines(const void* data, std::size_t bytes);
+
+// Buffers smaller than this always keep their lines: the barriers, not the
+// lines, set their time.
+constexpr std::size_t kShmAdaptiveMinBytes = 64 * 1024;
+// Every this many calls of a size class, the mode that looked slower is
+// tried again, so that a change of the machine's state is noticed.
+constexpr int64_t kShmProbeInterval = 16;
+
+// Per size class, an estimate of seconds per byte for each mode: smoothed
+// over consecutive calls in that mode, and replaced by the newest call when
+// the mode last ran long ago (as a probe), whose estimate may be stale.
+class ShmModeChooser {
+ public:
+  // The mode for a call on `bytes` bytes.
+  ShmLineMode choose(std::size_t bytes);
+  // What a call on `bytes` bytes in `mode` took.
+  void record(std::size_t bytes, ShmLineMode mode, double seconds);
+
+  // Size classes: [64 KiB, 256 KiB), [256 KiB, 1 MiB), ... and the last
+  // class from 64 MiB up.
+  static constexpr int kSizeClasses = 6;
+  static int size_class(std::size_t bytes);
+
+ private:
+  struct SizeClass {
+    // Seconds per byte of recent calls in each mode; negative: not measured.
+    std::array<double, 2> seconds_per_byte{-1.0, -1.0};
+    // The class's call (count of choose()) that each mode last ran in.
+    std::array<int64_t, 2> last_call{-1, -1};
+    int64_t calls = 0;
+  };
+  std::array<SizeClass, kSizeClasses> classes_;
+};
+
+}  // namespace herd::collectives

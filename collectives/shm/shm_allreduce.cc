@@ -1,0 +1,187 @@
+#include "collectives/shm/shm_allreduce.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include <signal.h>
+
+#include <fmt/format.h>
+
+#include "common/enforce.h"
+
+namespace herd::collectives {
+namespace {
+
+constexpr std::size_t kCacheLineBytes = 64;
+constexpr std::size_t kPageBytes = 4096;
+// While waiting, the clock is read once per this many polls, and the peers'
+// processes are checked once per kLivenessInterval.
+constexpr int kPollsPerClockRead = 256;
+constexpr std::chrono::milliseconds kLivenessInterval{100};
+
+std::size_t round_up(std::size_t value, std::size_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+bool process_exited(uint64_t pid) {
+  return pid != 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
+}  // namespace
+
+std::size_t shm_region_bytes(std::size_t slot_bytes) {
+  return kPageBytes + 2 * round_up(slot_bytes, kPageBytes);
+}
+
+ShmRankControl* shm_region_control(void* region) {
+  static_assert(sizeof(ShmRankControl) <= kPageBytes, "the control block fits its page");
+  return static_cast<ShmRankControl*>(region);
+}
+
+uint8_t* shm_region_slot(void* region, int slot, std::size_t slot_bytes) {
+  return static_cast<uint8_t*>(region) + kPageBytes +
+         static_cast<std::size_t>(slot) * round_up(slot_bytes, kPageBytes);
+}
+
+ShmAllreduceGroup::ShmAllreduceGroup(int rank, std::vector<void*> regions, std::size_t slot_bytes,
+                                     std::chrono::milliseconds stall_timeout,
+                                     std::optional<ShmLineMode> fixed_mode)
+    : rank_(rank), slot_bytes_(slot_bytes), stall_timeout_(stall_timeout), fixed_mode_(fixed_mode) {
+  HERD_ENFORCE_GE(rank, 0);
+  HERD_ENFORCE_LT(rank, static_cast<int>(regions.size()));
+  HERD_ENFORCE_GE(slot_bytes, kCacheLineBytes);
+  for (void* region : regions) {
+    controls_.push_back(shm_region_control(region));
+    for (int k = 0; k < 2; ++k) slots_[k].push_back(shm_region_slot(region, k, slot_bytes));
+  }
+  // Every rank's counters start where this rank's do: a group is made once
+  // per region, before any rank's first allreduce.
+  sequence_ = controls_[static_cast<std::size_t>(rank_)]->arrived.value.load();
+}
+
+Status ShmAllreduceGroup::wait_for_all(ShmCounter ShmRankControl::*counter, uint64_t sequence,
+                                       const char* phase, int64_t chunk, int64_t chunks) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  Clock::time_point next_liveness_check = start + kLivenessInterval;
+  for (int j = 0; j < size(); ++j) {
+    const std::atomic<uint64_t>& value = (controls_[static_cast<std::size_t>(j)]->*counter).value;
+    int polls = 0;
+    while (value.load(std::memory_order_acquire) < sequence) {
+      ++polls;
+      if (polls > kShmSpinsBeforeYield) std::this_thread::yield();
+      if (polls % kPollsPerClockRead != 0) continue;
+      const Clock::time_point now = Clock::now();
+      if (now < next_liveness_check) continue;
+      next_liveness_check = now + kLivenessInterval;
+      const uint64_t pid = controls_[static_cast<std::size_t>(j)]->pid.value.load();
+      if (process_exited(pid)) {
+        return Status::error(fmt::format(
+            "shm allreduce: rank {} (pid {}) exited; rank {} was waiting for it to finish {} "
+            "of chunk {} of {}",
+            j, pid, rank_, phase, chunk, chunks));
+      }
+      if (stall_timeout_.count() > 0 && now - start > stall_timeout_) {
+        return Status::error(fmt::format(
+            "shm allreduce: rank {} did not finish {} of chunk {} of {} within {} ms (rank {} "
+            "waiting; sequence {}, the peer is at {})",
+            j, phase, chunk, chunks, stall_timeout_.count(), rank_, sequence,
+            value.load(std::memory_order_acquire)));
+      }
+    }
+  }
+  return Status::ok();
+}
+
+Status ShmAllreduceGroup::allreduce(const void* input, void* output, int64_t count,
+                                    std::size_t element_size, const ops::ReduceFn& reduce,
+                                    const FinishFn& finish) {
+  HERD_ENFORCE_GE(element_size, std::size_t{1});
+  HERD_ENFORCE_EQ(kCacheLineBytes % element_size, std::size_t{0});
+  const auto ranks = static_cast<std::size_t>(size());
+  const auto me = static_cast<std::size_t>(rank_);
+  const auto chunk_count = static_cast<int64_t>(slot_bytes_ / element_size);
+  const int64_t line_count = static_cast<int64_t>(kCacheLineBytes / element_size);
+  const int64_t chunks = count == 0 ? 0 : (count + chunk_count - 1) / chunk_count;
+  const auto* in = static_cast<const uint8_t*>(input);
+  auto* out = static_cast<uint8_t*>(output);
+  ShmRankControl& mine = *controls_[me];
+  const std::size_t total_bytes = static_cast<std::size_t>(count) * element_size;
+  // Rank 0 picks the call's mode and publishes it before its first
+  // `arrived`; the others read it once that has arrived.
+  ShmLineMode mode = ShmLineMode::kKeep;
+  const auto start = std::chrono::steady_clock::now();
+  if (rank_ == 0 && chunks > 0) {
+    mode = fixed_mode_ ? *fixed_mode_ : chooser_.choose(total_bytes);
+    mine.mode.value.store(static_cast<uint64_t>(mode), std::memory_order_relaxed);
+  }
+
+  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    const int64_t first = chunk * chunk_count;
+    const int64_t n = std::min(chunk_count, count - first);
+    const uint64_t sequence = ++sequence_;
+    const std::vector<uint8_t*>& slot = slots_[sequence % 2];
+    const std::size_t offset = static_cast<std::size_t>(first) * element_size;
+
+    // Shares in whole cache lines: rank j reduces [j * share, (j + 1) * share).
+    const int64_t share = (n + static_cast<int64_t>(ranks) * line_count - 1) /
+                          (static_cast<int64_t>(ranks) * line_count) * line_count;
+    const auto share_begin = [&](std::size_t j) {
+      return std::min(n, static_cast<int64_t>(j) * share);
+    };
+    const auto share_end = [&](std::size_t j) { return std::min(n, share_begin(j) + share); };
+    const auto bytes_of = [element_size](int64_t elements) {
+      return static_cast<std::size_t>(elements) * element_size;
+    };
+
+    // Only the shares other ranks reduce are copied in: this rank reads its
+    // own share of the input where it lies.
+    for (std::size_t j = 0; j < ranks; ++j) {
+      if (j == me || share_end(j) <= share_begin(j)) continue;
+      const std::size_t at = bytes_of(share_begin(j));
+      std::memcpy(slot[me] + at, in + offset + at, bytes_of(share_end(j) - share_begin(j)));
+    }
+    mine.arrived.value.store(sequence, std::memory_order_release);
+    HERD_RETURN_IF_ERROR(
+        wait_for_all(&ShmRankControl::arrived, sequence, "copying in", chunk, chunks));
+    if (rank_ != 0 && chunk == 0) {
+      mode = static_cast<ShmLineMode>(controls_[0]->mode.value.load(std::memory_order_relaxed));
+    }
+
+    const int64_t lo = share_begin(me);
+    const int64_t mine_count = share_end(me) - lo;
+    if (mine_count > 0) {
+      uint8_t* dst = slot[me] + bytes_of(lo);
+      const uint8_t* own = in + offset + bytes_of(lo);
+      for (std::size_t k = 1; k < ranks; ++k) {
+        reduce(dst, k == 1 ? own : dst, slot[(me + k) % ranks] + bytes_of(lo), mine_count);
+      }
+      if (ranks == 1) std::memcpy(dst, own, bytes_of(mine_count));
+      if (finish) finish(dst, mine_count);
+    }
+    mine.reduced.value.store(sequence, std::memory_order_release);
+    HERD_RETURN_IF_ERROR(
+        wait_for_all(&ShmRankControl::reduced, sequence, "reducing", chunk, chunks));
+
+    for (std::size_t j = 0; j < ranks; ++j) {
+      if (share_end(j) <= share_begin(j)) continue;
+      const std::size_t at = bytes_of(share_begin(j));
+      std::memcpy(out + offset + at, slot[j] + at, bytes_of(share_end(j) - share_begin(j)));
+    }
+    if (mode == ShmLineMode::kEvict) {
+      for (std::size_t j = 0; j < ranks; ++j) {
+        if (j != me) evict_lines(slot[j], bytes_of(n));
+      }
+    }
+  }
+  if (rank_ == 0 && chunks > 0 && !fixed_mode_) {
+    chooser_.record(
+        total_bytes, mode,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return Status::ok();
+}
+
+}  // namespace herd::collectives

@@ -1,0 +1,124 @@
+// Allreduce through memory shared by the ranks of one machine.
+//
+// Called by the runtime's background thread (or the waiter driving its loop)
+// with a fused buffer or one tensor, after every rank agreed to reduce it,
+// when all ranks of the process set run on this machine (the group is made
+// by collectives/mpi/node_shm.h; the unit tests make one over heap memory
+// with threads as ranks). One thread at a time per group.
+//
+// Why: between processes on one machine, a ring over MPI moves every byte
+// with the kernel's single copy (CMA), which pins the sender's pages and
+// reads them out of memory twice per rank (once per phase). Through shared
+// memory, each rank reads its input once and writes its output once; what
+// the ranks exchange stays in the shared L3 cache (docs/performance.md,
+// optimization log item 18).
+//
+// Terms. Each rank owns two slots of slot_bytes in the shared area. The
+// buffer is reduced one chunk at a time, a chunk being at most one slot of
+// elements; chunk k uses every rank's slot k mod 2. A chunk is cut into one
+// share per rank, rounded up to whole cache lines (the last shares may be
+// shorter or empty). For each chunk:
+//   1. copy in: every rank copies the shares of its chunk of input that the
+//      other ranks reduce into its slot, then publishes `arrived` = the
+//      chunk's sequence number;
+//   2. reduce: once every rank has arrived, rank r reduces share r of its
+//      own input (read where it lies) and of the other ranks' slots into its
+//      own slot (x_r op x_{r+1} op ... op x_{r-1}, a fixed order, so every
+//      rank ends with the same bits), applies `finish`, and publishes
+//      `reduced`;
+//   3. copy out: once every rank has reduced, every rank copies each share
+//      from the slot of the rank that reduced it into its output, and in
+//      ShmLineMode::kEvict then flushes the other ranks' slot lines of the
+//      chunk from the caches (line_mode.h says why; rank 0 picks the mode
+//      of each call and publishes it with its first `arrived`).
+// A rank writes slot k mod 2 again only for chunk k + 2, after every rank
+// arrived at chunk k + 1 and so finished copying chunk k out of it: two
+// slots need no third barrier. Sequence numbers only grow over the group's
+// life, so every rank must run the same allreduces in the same order.
+//
+// Waiting: a rank spins on the other ranks' counters (they arrive within
+// microseconds when every rank has a core), yielding after a while. A rank
+// that has not arrived after `stall_timeout` fails the call with its rank and
+// the chunk; a rank whose process has exited fails it at once.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "collectives/allreduce.h"
+#include "collectives/shm/line_mode.h"
+#include "common/status.h"
+#include "ops/reduce.h"
+
+namespace herd::collectives {
+
+// Bytes of one slot: a chunk and the two slots of every rank stay in the L3
+// cache, and a chunk is long enough that its two barriers (a cache line's
+// round trip between cores each) cost little. Measured: 256 KiB beat 64 KiB,
+// 128 KiB, 512 KiB and 1 MiB at 16 MiB with 2 ranks (log item 18).
+constexpr std::size_t kDefaultShmSlotBytes = 256 * 1024;
+// A peer's counter is read this many times before the waiter yields the core.
+constexpr int kShmSpinsBeforeYield = 64;
+
+// One rank's part of the shared area: its counters, each on a cache line of
+// its own so that a rank publishing one does not disturb readers of another.
+struct alignas(64) ShmCounter {
+  std::atomic<uint64_t> value{0};
+};
+struct ShmRankControl {
+  ShmCounter arrived;  // last chunk copied in
+  ShmCounter reduced;  // last chunk whose share was reduced
+  ShmCounter pid;      // the rank's process, for the liveness check
+  ShmCounter mode;     // rank 0's: the ShmLineMode of its current call
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free,
+              "the counters are shared between processes");
+
+// Bytes of one rank's region of the shared area: its control lines and its
+// two slots, each starting on a page.
+std::size_t shm_region_bytes(std::size_t slot_bytes);
+// The control block and slots of the region at `region` (shm_region_bytes long).
+ShmRankControl* shm_region_control(void* region);
+uint8_t* shm_region_slot(void* region, int slot, std::size_t slot_bytes);
+
+class ShmAllreduceGroup {
+ public:
+  // `regions[j]` is rank j's region (shm_region_bytes(slot_bytes) each), as
+  // mapped in this process; this rank's control block must already carry its
+  // pid and zero counters before any rank starts its first allreduce.
+  ShmAllreduceGroup(int rank, std::vector<void*> regions, std::size_t slot_bytes,
+                    std::chrono::milliseconds stall_timeout,
+                    std::optional<ShmLineMode> fixed_mode = std::nullopt);
+
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(controls_.size()); }
+  std::size_t slot_bytes() const { return slot_bytes_; }
+
+  // Reduces input (count elements of element_size bytes) over the group into
+  // output, like collectives::allreduce: input == output is in place, else
+  // they must not overlap. `finish` (if set) is applied once to every element
+  // of the result. Fails naming the rank that did not arrive, or exited.
+  [[nodiscard]] Status allreduce(const void* input, void* output, int64_t count,
+                                 std::size_t element_size, const ops::ReduceFn& reduce,
+                                 const FinishFn& finish = {});
+
+ private:
+  // Waits until every rank's counter (arrived or reduced) reaches sequence.
+  [[nodiscard]] Status wait_for_all(ShmCounter ShmRankControl::*counter, uint64_t sequence,
+                                    const char* phase, int64_t chunk, int64_t chunks);
+
+  int rank_;
+  std::size_t slot_bytes_;
+  std::chrono::milliseconds stall_timeout_;
+  std::optional<ShmLineMode> fixed_mode_;  // else rank 0's chooser_ decides
+  ShmModeChooser chooser_;
+  std::vector<ShmRankControl*> controls_;
+  std::vector<uint8_t*> slots_[2];  // slots_[k][j]: rank j's slot k
+  uint64_t sequence_ = 0;           // chunks run by this group so far
+};
+
+}  // namespace herd::collectives

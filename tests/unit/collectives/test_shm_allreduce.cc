@@ -1,0 +1,313 @@
+// The shared-memory allreduce (collectives/shm/shm_allreduce.h) with threads
+// as ranks over one heap area: rank counts 1..8, counts from 0 past many
+// chunks (fewer elements than ranks, shares not filling a cache line), slots
+// of one cache line up to the default, in place and out of place, several
+// calls in a row on one group, element sizes 1 to 8, `finish` applied once,
+// bit-identical results for non-associative float sums; and the two ways a
+// call fails: a rank that never arrives (the stall timeout) and a rank whose
+// process has exited.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <new>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include "collectives/shm/shm_allreduce.h"
+#include "collectives_test_util.h"
+
+namespace herd::collectives {
+namespace {
+
+using testing::elementwise;
+using testing::float_sum;
+
+// The shared area of p thread-ranks: p regions of shm_region_bytes(slot_bytes),
+// page-aligned, counters zero and pids set, as make_node_shm leaves them.
+class HeapArea {
+ public:
+  HeapArea(int p, std::size_t slot_bytes)
+      : region_bytes_(shm_region_bytes(slot_bytes)),
+        memory_(static_cast<uint8_t*>(std::aligned_alloc(4096, region_bytes_ * p))) {
+    for (int j = 0; j < p; ++j) {
+      void* region = memory_.get() + region_bytes_ * static_cast<std::size_t>(j);
+      new (region) ShmRankControl();
+      shm_region_control(region)->pid.value.store(static_cast<uint64_t>(getpid()));
+      regions_.push_back(region);
+    }
+  }
+  const std::vector<void*>& regions() const { return regions_; }
+
+ private:
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::size_t region_bytes_;
+  std::unique_ptr<uint8_t, Free> memory_;
+  std::vector<void*> regions_;
+};
+
+// One call of a rank: what it reduces and where.
+template <typename T>
+struct RankCall {
+  std::vector<T> input;
+  std::vector<T> output;
+  Status status;
+};
+
+// Runs `calls_per_rank` allreduces in a row on each of p thread-ranks sharing
+// one group area; call c of rank r reduces count[c] elements of input(r, c, i).
+template <typename T>
+std::vector<std::vector<RankCall<T>>> run_shm(
+    int p, std::size_t slot_bytes, const std::vector<int64_t>& counts, bool in_place,
+    const std::function<T(int rank, int call, int64_t i)>& input, const ops::ReduceFn& reduce,
+    const FinishFn& finish = {}, std::optional<ShmLineMode> mode = std::nullopt) {
+  HeapArea area(p, slot_bytes);
+  std::vector<std::vector<RankCall<T>>> results(static_cast<std::size_t>(p));
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < p; ++rank) {
+    threads.emplace_back([&, rank] {
+      ShmAllreduceGroup group(rank, area.regions(), slot_bytes, std::chrono::seconds(60), mode);
+      auto& mine = results[static_cast<std::size_t>(rank)];
+      for (std::size_t c = 0; c < counts.size(); ++c) {
+        RankCall<T> call;
+        for (int64_t i = 0; i < counts[c]; ++i) {
+          call.input.push_back(input(rank, static_cast<int>(c), i));
+        }
+        call.output.assign(call.input.size(), T{});
+        if (in_place) call.output = call.input;
+        void* out = call.output.data();
+        const void* in = in_place ? out : call.input.data();
+        call.status = group.allreduce(in, out, counts[c], sizeof(T), reduce, finish);
+        mine.push_back(std::move(call));
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  return results;
+}
+
+// "" when every rank's every call succeeded and holds expected(call, i).
+template <typename T>
+std::string first_mismatch(const std::vector<std::vector<RankCall<T>>>& results,
+                           const std::function<T(int call, int64_t i)>& expected) {
+  for (std::size_t rank = 0; rank < results.size(); ++rank) {
+    for (std::size_t c = 0; c < results[rank].size(); ++c) {
+      const RankCall<T>& call = results[rank][c];
+      if (!call.status.is_ok()) {
+        return fmt::format("rank {} call {} failed: {}", rank, c, call.status.message());
+      }
+      for (std::size_t i = 0; i < call.output.size(); ++i) {
+        const T want = expected(static_cast<int>(c), static_cast<int64_t>(i));
+        if (!(call.output[i] == want)) {
+          return fmt::format("rank {} call {} index {} of {}: expected {}, actual {}", rank, c, i,
+                             call.output.size(), static_cast<double>(want),
+                             static_cast<double>(call.output[i]));
+        }
+      }
+    }
+  }
+  return "";
+}
+
+// Small integers: exact in float whatever the order. Sum over p ranks of
+// (r + 1) + (i + c) % 7 is p(p+1)/2 + p((i + c) % 7).
+float small_value(int rank, int call, int64_t i) {
+  return static_cast<float>(rank + 1 + (i + call) % 7);
+}
+float small_sum(int p, int call, int64_t i) {
+  return static_cast<float>(p * (p + 1) / 2 + p * ((i + call) % 7));
+}
+
+TEST_CASE("shm allreduce sums float32 for every rank count, count and slot size",
+          "[shm][allreduce]") {
+  const std::vector<int64_t> counts = {0, 1, 2, 3, 15, 16, 17, 100, 1000, 65539};
+  for (int p : {1, 2, 3, 4, 5, 8}) {
+    // One cache line, three lines (shares of a line or none), the default.
+    for (std::size_t slot_bytes : {std::size_t{64}, std::size_t{192}, kDefaultShmSlotBytes}) {
+      for (bool in_place : {false, true}) {
+        std::vector<int64_t> used;
+        for (int64_t count : counts) {
+          // Tiny slots on many ranks make thousands of barriers: keep them short.
+          if (slot_bytes < 1024 && count > 1000) continue;
+          used.push_back(count);
+        }
+        const auto results =
+            run_shm<float>(p, slot_bytes, used, in_place, small_value, float_sum());
+        INFO("p=" << p << " slot_bytes=" << slot_bytes << " in_place=" << in_place);
+        CHECK(first_mismatch<float>(
+                  results, [&](int call, int64_t i) { return small_sum(p, call, i); }) == "");
+      }
+    }
+  }
+}
+
+TEST_CASE("shm allreduce gives the same results in both line modes and while rank 0 chooses",
+          "[shm][allreduce]") {
+  // 100003 floats: past the 64 KiB from which rank 0 chooses, so that the
+  // eight calls in a row run both modes (line_mode.h).
+  const std::vector<int64_t> counts(8, 100003);
+  for (int p : {2, 3}) {
+    for (const std::optional<ShmLineMode>& mode :
+         {std::optional<ShmLineMode>{}, std::optional<ShmLineMode>{ShmLineMode::kKeep},
+          std::optional<ShmLineMode>{ShmLineMode::kEvict}}) {
+      INFO("p=" << p << " mode " << (mode ? static_cast<int>(*mode) : -1));
+      const auto results =
+          run_shm<float>(p, 4096, counts, false, small_value, float_sum(), {}, mode);
+      CHECK(first_mismatch<float>(
+                results, [&](int call, int64_t i) { return small_sum(p, call, i); }) == "");
+    }
+  }
+}
+
+TEST_CASE("shm allreduce keeps an out-of-place input unchanged", "[shm][allreduce]") {
+  const auto results = run_shm<float>(3, 256, {1000}, /*in_place=*/false, small_value, float_sum());
+  for (std::size_t rank = 0; rank < results.size(); ++rank) {
+    const RankCall<float>& call = results[rank][0];
+    for (int64_t i = 0; i < 1000; ++i) {
+      INFO("rank " << rank << " index " << i);
+      REQUIRE(call.input[static_cast<std::size_t>(i)] == small_value(static_cast<int>(rank), 0, i));
+    }
+  }
+}
+
+TEST_CASE("shm allreduce computes max and min of int32 and sums of 1, 2 and 8-byte elements",
+          "[shm][allreduce]") {
+  const auto spread = [](int rank, int call, int64_t i) {
+    return static_cast<int32_t>((i * 37 + rank * 101 + call) % 211) - 105;
+  };
+  for (int p : {2, 3, 5}) {
+    for (bool want_max : {true, false}) {
+      const auto reduce = want_max ? testing::int32_max() : testing::int32_min();
+      const auto results = run_shm<int32_t>(p, 128, {1, 33, 5000}, false, spread, reduce);
+      CHECK(first_mismatch<int32_t>(results, [&](int call, int64_t i) {
+              int32_t extreme = spread(0, call, i);
+              for (int r = 1; r < p; ++r) {
+                extreme = want_max ? std::max(extreme, spread(r, call, i))
+                                   : std::min(extreme, spread(r, call, i));
+              }
+              return extreme;
+            }) == "");
+    }
+    // int8 wraps in two's complement: the expected value is the wrapped sum.
+    const auto results8 = run_shm<int8_t>(
+        p, 64, {1, 63, 64, 65, 999}, true,
+        [](int rank, int, int64_t i) { return static_cast<int8_t>((i * 13 + rank * 7) % 100); },
+        elementwise<int8_t>([](int8_t a, int8_t b) { return static_cast<int8_t>(a + b); }));
+    CHECK(first_mismatch<int8_t>(results8, [p](int, int64_t i) {
+            int sum = 0;
+            for (int r = 0; r < p; ++r) sum += static_cast<int>((i * 13 + r * 7) % 100);
+            return static_cast<int8_t>(sum);
+          }) == "");
+    const auto results16 = run_shm<int16_t>(
+        p, 64, {31, 32, 33}, false,
+        [](int rank, int, int64_t i) { return static_cast<int16_t>(i - rank); },
+        elementwise<int16_t>([](int16_t a, int16_t b) { return static_cast<int16_t>(a + b); }));
+    CHECK(first_mismatch<int16_t>(results16, [p](int, int64_t i) {
+            return static_cast<int16_t>(p * i - p * (p - 1) / 2);
+          }) == "");
+    const auto results64 = run_shm<double>(
+        p, 64, {7, 8, 9, 1001}, false,
+        [](int rank, int, int64_t i) { return static_cast<double>(i) * 0.5 + rank; },
+        elementwise<double>([](double a, double b) { return a + b; }));
+    CHECK(first_mismatch<double>(results64, [p](int, int64_t i) {
+            return static_cast<double>(i) * 0.5 * p + p * (p - 1) / 2.0;
+          }) == "");
+  }
+}
+
+TEST_CASE("shm allreduce applies finish exactly once to every element", "[shm][allreduce]") {
+  for (int p : {1, 2, 4}) {
+    std::atomic<int64_t> finished{0};
+    const FinishFn halve_and_count = [&finished](void* data, int64_t count) {
+      auto* values = static_cast<float*>(data);
+      for (int64_t i = 0; i < count; ++i) values[i] *= 0.5f;
+      finished += count;
+    };
+    const std::vector<int64_t> counts = {5, 1000, 70000};
+    const auto results =
+        run_shm<float>(p, 4096, counts, false, small_value, float_sum(), halve_and_count);
+    CHECK(first_mismatch<float>(
+              results, [p](int call, int64_t i) { return small_sum(p, call, i) * 0.5f; }) == "");
+    // Each element is finished by the one rank that reduced it.
+    CHECK(finished.load() == 5 + 1000 + 70000);
+  }
+}
+
+TEST_CASE("shm allreduce gives every rank the same bits for a non-associative float sum",
+          "[shm][allreduce]") {
+  const auto noisy = [](int rank, int, int64_t i) {
+    std::mt19937 generator(static_cast<uint32_t>(rank * 100003 + i));
+    return std::uniform_real_distribution<float>(-1e6f, 1e6f)(generator) /
+           static_cast<float>(1 + i % 13);
+  };
+  const auto results = run_shm<float>(5, 1024, {10007}, false, noisy, float_sum());
+  for (std::size_t rank = 1; rank < results.size(); ++rank) {
+    REQUIRE(results[rank][0].status.is_ok());
+    for (std::size_t i = 0; i < results[rank][0].output.size(); ++i) {
+      INFO("rank " << rank << " index " << i);
+      REQUIRE(std::memcmp(&results[rank][0].output[i], &results[0][0].output[i], sizeof(float)) ==
+              0);
+    }
+  }
+}
+
+TEST_CASE("shm allreduce fails naming a rank that never arrives", "[shm][allreduce][errors]") {
+  HeapArea area(3, 256);
+  // Ranks 0 and 1 run; rank 2 never calls.
+  std::vector<Status> statuses(2);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      ShmAllreduceGroup group(rank, area.regions(), 256, std::chrono::milliseconds(200));
+      std::vector<float> buffer(100, 1.0f);
+      statuses[static_cast<std::size_t>(rank)] =
+          group.allreduce(buffer.data(), buffer.data(), 100, sizeof(float), float_sum());
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (const Status& status : statuses) {
+    REQUIRE_FALSE(status.is_ok());
+    CHECK_THAT(status.message(),
+               Catch::Contains("rank 2 did not finish copying in of chunk 0 of 2 within 200 ms"));
+  }
+}
+
+TEST_CASE("shm allreduce fails at once when a rank's process has exited",
+          "[shm][allreduce][errors]") {
+  // The pid of a process that has exited and been reaped.
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  REQUIRE(child > 0);
+  REQUIRE(waitpid(child, nullptr, 0) == child);
+
+  HeapArea area(2, 256);
+  shm_region_control(area.regions()[1])->pid.value.store(static_cast<uint64_t>(child));
+  // No stall timeout: only the liveness check can end the wait.
+  ShmAllreduceGroup group(0, area.regions(), 256, std::chrono::milliseconds(0));
+  std::vector<float> buffer(10, 1.0f);
+  const auto start = std::chrono::steady_clock::now();
+  const Status status =
+      group.allreduce(buffer.data(), buffer.data(), 10, sizeof(float), float_sum());
+  REQUIRE_FALSE(status.is_ok());
+  CHECK_THAT(status.message(), Catch::Contains(fmt::format("rank 1 (pid {}) exited", child)));
+  CHECK_THAT(status.message(), Catch::Contains("rank 0 was waiting for it to finish copying in"));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+}
+
+}  // namespace
+}  // namespace herd::collectives
