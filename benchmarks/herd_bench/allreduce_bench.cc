@@ -44,7 +44,8 @@ std::vector<std::string> allreduce_notes(const AllreduceBenchOptions& options, i
       " ranks) and the ring above, or the shared-memory allreduce when HERD_SHM_ALLREDUCE_BYTES "
       "allows; the ring row is always the ring, the shm row always shared memory"};
   if (options.op == ReduceOp::kAverage) {
-    notes.push_back("avg: ring and mpi sum, then divide by p on the host (timed), as herd does");
+    notes.push_back(
+        "avg: ring, shm and mpi sum, then divide by p on the host (timed), as herd does");
   }
   return notes;
 }

@@ -31,6 +31,11 @@ bool process_exited(uint64_t pid) {
 
 }  // namespace
 
+std::size_t shm_chunk_bytes(std::size_t total_bytes, std::size_t slot_bytes) {
+  return total_bytes < kShmLongChunkMinBytes ? std::min(slot_bytes, kShmShortChunkBytes)
+                                             : slot_bytes;
+}
+
 std::size_t shm_region_bytes(std::size_t slot_bytes) {
   return kPageBytes + 2 * round_up(slot_bytes, kPageBytes);
 }
@@ -102,13 +107,14 @@ Status ShmAllreduceGroup::allreduce(const void* input, void* output, int64_t cou
   HERD_ENFORCE_EQ(kCacheLineBytes % element_size, std::size_t{0});
   const auto ranks = static_cast<std::size_t>(size());
   const auto me = static_cast<std::size_t>(rank_);
-  const auto chunk_count = static_cast<int64_t>(slot_bytes_ / element_size);
+  const std::size_t total_bytes = static_cast<std::size_t>(count) * element_size;
+  const auto chunk_count =
+      static_cast<int64_t>(shm_chunk_bytes(total_bytes, slot_bytes_) / element_size);
   const int64_t line_count = static_cast<int64_t>(kCacheLineBytes / element_size);
   const int64_t chunks = count == 0 ? 0 : (count + chunk_count - 1) / chunk_count;
   const auto* in = static_cast<const uint8_t*>(input);
   auto* out = static_cast<uint8_t*>(output);
   ShmRankControl& mine = *controls_[me];
-  const std::size_t total_bytes = static_cast<std::size_t>(count) * element_size;
   // Rank 0 picks the call's mode and publishes it before its first
   // `arrived`; the others read it once that has arrived.
   ShmLineMode mode = ShmLineMode::kKeep;

@@ -174,6 +174,24 @@ TEST_CASE("shm allreduce gives the same results in both line modes and while ran
   }
 }
 
+TEST_CASE("shm allreduce: short chunks below 8 MiB, whole slots from there", "[shm][allreduce]") {
+  CHECK(shm_chunk_bytes(0, kDefaultShmSlotBytes) == kShmShortChunkBytes);
+  CHECK(shm_chunk_bytes(kShmLongChunkMinBytes - 1, kDefaultShmSlotBytes) == kShmShortChunkBytes);
+  CHECK(shm_chunk_bytes(kShmLongChunkMinBytes, kDefaultShmSlotBytes) == kDefaultShmSlotBytes);
+  // A slot shorter than a short chunk bounds every chunk.
+  CHECK(shm_chunk_bytes(100, 64) == 64);
+  CHECK(shm_chunk_bytes(kShmLongChunkMinBytes, 64) == 64);
+  // Both kinds of chunk in one group, one call after the other: 2^21 + 5
+  // floats are just over 8 MiB.
+  for (int p : {2, 3}) {
+    const auto results =
+        run_shm<float>(p, kDefaultShmSlotBytes, {(1 << 21) + 5, 1000, (1 << 21) + 5}, false,
+                       small_value, float_sum());
+    CHECK(first_mismatch<float>(results,
+                                [&](int call, int64_t i) { return small_sum(p, call, i); }) == "");
+  }
+}
+
 TEST_CASE("shm allreduce keeps an out-of-place input unchanged", "[shm][allreduce]") {
   const auto results = run_shm<float>(3, 256, {1000}, /*in_place=*/false, small_value, float_sum());
   for (std::size_t rank = 0; rank < results.size(); ++rank) {
