@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "common/enforce.h"
+#include "ops/stream_copy.h"
 
 namespace herd::collectives {
 namespace {
@@ -115,6 +116,7 @@ Status ShmAllreduceGroup::allreduce(const void* input, void* output, int64_t cou
   const auto* in = static_cast<const uint8_t*>(input);
   auto* out = static_cast<uint8_t*>(output);
   ShmRankControl& mine = *controls_[me];
+  const bool streaming = total_bytes >= kShmStreamingMinBytes;
   // Rank 0 picks the call's mode and publishes it before its first
   // `arrived`; the others read it once that has arrived.
   ShmLineMode mode = ShmLineMode::kKeep;
@@ -174,7 +176,12 @@ Status ShmAllreduceGroup::allreduce(const void* input, void* output, int64_t cou
     for (std::size_t j = 0; j < ranks; ++j) {
       if (share_end(j) <= share_begin(j)) continue;
       const std::size_t at = bytes_of(share_begin(j));
-      std::memcpy(out + offset + at, slot[j] + at, bytes_of(share_end(j) - share_begin(j)));
+      const std::size_t length = bytes_of(share_end(j) - share_begin(j));
+      if (streaming) {
+        ops::stream_copy(out + offset + at, slot[j] + at, length);
+      } else {
+        std::memcpy(out + offset + at, slot[j] + at, length);
+      }
     }
     if (mode == ShmLineMode::kEvict) {
       for (std::size_t j = 0; j < ranks; ++j) {
@@ -182,6 +189,8 @@ Status ShmAllreduceGroup::allreduce(const void* input, void* output, int64_t cou
       }
     }
   }
+  // The caller may hand the output to another thread once this returns.
+  if (streaming) ops::stream_fence();
   if (rank_ == 0 && chunks > 0 && !fixed_mode_) {
     chooser_.record(
         total_bytes, mode,

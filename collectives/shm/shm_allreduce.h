@@ -27,7 +27,8 @@
 //      rank ends with the same bits), applies `finish`, and publishes
 //      `reduced`;
 //   3. copy out: once every rank has reduced, every rank copies each share
-//      from the slot of the rank that reduced it into its output, and in
+//      from the slot of the rank that reduced it into its output (with
+//      streaming stores from kShmStreamingMinBytes), and in
 //      ShmLineMode::kEvict then flushes the other ranks' slot lines of the
 //      chunk from the caches (line_mode.h says why; rank 0 picks the mode
 //      of each call and publishes it with its first `arrived`).
@@ -66,6 +67,12 @@ namespace herd::collectives {
 constexpr std::size_t kDefaultShmSlotBytes = 1 << 20;
 constexpr std::size_t kShmShortChunkBytes = 256 * 1024;
 constexpr std::size_t kShmLongChunkMinBytes = 8 << 20;
+// Buffers of at least this many bytes are copied out with streaming stores
+// (ops/stream_copy.h): the output, this rank's own, is too large to stay in
+// the cache. Measured at 2 ranks, 5 launches (log item 19): 16 MiB 2.6-4.9
+// ms against 4.0-6.3 ms, 64 MiB 12.8-18.8 against 16.5-20.8 ms; 1 MiB
+// slower (178-317 against 153-276 us); 4 MiB mixed.
+constexpr std::size_t kShmStreamingMinBytes = 8 << 20;
 
 // Bytes of the chunks of a buffer of `total_bytes` with slots of `slot_bytes`.
 std::size_t shm_chunk_bytes(std::size_t total_bytes, std::size_t slot_bytes);
