@@ -80,13 +80,7 @@ std::size_t agree_eager_piece_bytes(MPI_Comm comm, int64_t configured) {
   } else {
     int size = 0;
     check_mpi_setup("MPI_Comm_size", MPI_Comm_size(comm, &size));
-    MPI_Comm node = MPI_COMM_NULL;
-    check_mpi_setup("MPI_Comm_split_type",
-                    MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-    int node_size = 0;
-    const int code = MPI_Comm_size(node, &node_size);
-    MPI_Comm_free(&node);
-    check_mpi_setup("MPI_Comm_size", code);
+    const int node_size = ranks_on_this_machine(comm);
     // One rank sends no messages: no reason to pay for reading the limit.
     const std::size_t limit = size > 1 && node_size == size ? shared_memory_eager_limit() : 0;
     mine = limit > 2 * kEagerHeaderAllowance ? limit - kEagerHeaderAllowance : 0;

@@ -302,6 +302,17 @@ void check_mpi_setup(const char* call, int code) {
   }
 }
 
+int ranks_on_this_machine(MPI_Comm comm) {
+  MPI_Comm node = MPI_COMM_NULL;
+  check_mpi_setup("MPI_Comm_split_type",
+                  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  int node_ranks = 0;
+  const int code = MPI_Comm_size(node, &node_ranks);
+  MPI_Comm_free(&node);
+  check_mpi_setup("MPI_Comm_size", code);
+  return node_ranks;
+}
+
 MpiTransport::MpiTransport(MPI_Comm comm, std::size_t max_message_bytes,
                            std::size_t eager_piece_bytes)
     : comm_(comm),

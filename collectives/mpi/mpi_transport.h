@@ -92,4 +92,8 @@ std::string mpi_error_string(const char* call, int code);
 // MPI_SUCCESS.
 void check_mpi_setup(const char* call, int code);
 
+// How many of `comm`'s ranks share this rank's machine (MPI_COMM_TYPE_SHARED).
+// Collective over `comm`; setup failures throw as check_mpi_setup does.
+int ranks_on_this_machine(MPI_Comm comm);
+
 }  // namespace herd::collectives

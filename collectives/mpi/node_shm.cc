@@ -84,13 +84,7 @@ std::unique_ptr<NodeShm> make_node_shm(MPI_Comm comm, const NodeShmOptions& opti
     *why_not = "one rank";
     return nullptr;
   }
-  MPI_Comm node = MPI_COMM_NULL;
-  check_mpi_setup("MPI_Comm_split_type",
-                  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-  int node_ranks = 0;
-  const int code = MPI_Comm_size(node, &node_ranks);
-  MPI_Comm_free(&node);
-  check_mpi_setup("MPI_Comm_size", code);
+  const int node_ranks = ranks_on_this_machine(comm);
   if (node_ranks != ranks) {
     *why_not = fmt::format("the {} ranks are not all on one machine ({} on rank {}'s)", ranks,
                            node_ranks, rank);

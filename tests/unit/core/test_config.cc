@@ -173,45 +173,38 @@ TEST_CASE("config: HERD_RING_SEGMENT_BYTES", "[config]") {
   }
 }
 
-TEST_CASE("config: HERD_SMALL_ALLREDUCE_BYTES", "[config]") {
+namespace {
+
+// A setting that takes "auto" (stored as -1, its default) or a byte count:
+// 0, a number and auto read back, and the usual malformed values fail.
+void check_auto_or_bytes(const std::string& variable, int64_t Config::*field,
+                         const std::string& number) {
+  INFO(variable);
   Config config;
-  REQUIRE(read({{"HERD_SMALL_ALLREDUCE_BYTES", "0"}}, &config).is_ok());
-  CHECK(config.small_allreduce_bytes == 0);
-  REQUIRE(read({{"HERD_SMALL_ALLREDUCE_BYTES", "1024"}}, &config).is_ok());
-  CHECK(config.small_allreduce_bytes == 1024);
-  REQUIRE(read({{"HERD_SMALL_ALLREDUCE_BYTES", "auto"}}, &config).is_ok());
-  CHECK(config.small_allreduce_bytes == -1);
-  for (const char* bad : {"-1", "small", "", "AUTO", " auto"}) {
-    check_rejected("HERD_SMALL_ALLREDUCE_BYTES", bad, "auto or a non-negative integer (bytes)");
+  CHECK(config.*field == -1);
+  REQUIRE(read({{variable, "0"}}, &config).is_ok());
+  CHECK(config.*field == 0);
+  REQUIRE(read({{variable, number}}, &config).is_ok());
+  CHECK(config.*field == std::stoll(number));
+  REQUIRE(read({{variable, "auto"}}, &config).is_ok());
+  CHECK(config.*field == -1);
+  for (const char* bad : {"-1", "4k", "", "AUTO", "Auto", " auto", "auto ", " 0"}) {
+    check_rejected(variable, bad, "auto or a non-negative integer (bytes)");
   }
+}
+
+}  // namespace
+
+TEST_CASE("config: HERD_SMALL_ALLREDUCE_BYTES", "[config]") {
+  check_auto_or_bytes("HERD_SMALL_ALLREDUCE_BYTES", &Config::small_allreduce_bytes, "1024");
 }
 
 TEST_CASE("config: HERD_EAGER_PIECE_BYTES", "[config]") {
-  Config config;
-  CHECK(config.eager_piece_bytes == -1);
-  REQUIRE(read({{"HERD_EAGER_PIECE_BYTES", "0"}}, &config).is_ok());
-  CHECK(config.eager_piece_bytes == 0);
-  REQUIRE(read({{"HERD_EAGER_PIECE_BYTES", "8064"}}, &config).is_ok());
-  CHECK(config.eager_piece_bytes == 8064);
-  REQUIRE(read({{"HERD_EAGER_PIECE_BYTES", "auto"}}, &config).is_ok());
-  CHECK(config.eager_piece_bytes == -1);
-  for (const char* bad : {"-1", "4k", "", "Auto", "auto "}) {
-    check_rejected("HERD_EAGER_PIECE_BYTES", bad, "auto or a non-negative integer (bytes)");
-  }
+  check_auto_or_bytes("HERD_EAGER_PIECE_BYTES", &Config::eager_piece_bytes, "8064");
 }
 
 TEST_CASE("config: HERD_SHM_ALLREDUCE_BYTES", "[config]") {
-  Config config;
-  CHECK(config.shm_allreduce_bytes == -1);
-  REQUIRE(read({{"HERD_SHM_ALLREDUCE_BYTES", "0"}}, &config).is_ok());
-  CHECK(config.shm_allreduce_bytes == 0);
-  REQUIRE(read({{"HERD_SHM_ALLREDUCE_BYTES", "1073741824"}}, &config).is_ok());
-  CHECK(config.shm_allreduce_bytes == 1073741824);
-  REQUIRE(read({{"HERD_SHM_ALLREDUCE_BYTES", "auto"}}, &config).is_ok());
-  CHECK(config.shm_allreduce_bytes == -1);
-  for (const char* bad : {"-1", "1M", "", "AUTO", " 0"}) {
-    check_rejected("HERD_SHM_ALLREDUCE_BYTES", bad, "auto or a non-negative integer (bytes)");
-  }
+  check_auto_or_bytes("HERD_SHM_ALLREDUCE_BYTES", &Config::shm_allreduce_bytes, "1073741824");
 }
 
 TEST_CASE("config: HERD_STALL_CHECK_TIME", "[config]") {
