@@ -1,5 +1,6 @@
 #include "collectives/shm/line_mode.h"
 
+#include <algorithm>
 #include <cstdint>
 
 #if defined(__x86_64__)
@@ -75,6 +76,7 @@ ShmLineMode ShmModeChooser::choose(std::size_t bytes) {
   if (bytes < kShmAdaptiveMinBytes) return ShmLineMode::kKeep;
   SizeClass& size_class = classes_[static_cast<std::size_t>(ShmModeChooser::size_class(bytes))];
   ++size_class.calls;
+  size_class.probing = false;
   const auto& estimate = size_class.seconds_per_byte;
   // Each mode is measured once before any comparison.
   if (estimate[index(ShmLineMode::kKeep)] < 0) return ShmLineMode::kKeep;
@@ -83,21 +85,31 @@ ShmLineMode ShmModeChooser::choose(std::size_t bytes) {
       estimate[index(ShmLineMode::kEvict)] < estimate[index(ShmLineMode::kKeep)]
           ? ShmLineMode::kEvict
           : ShmLineMode::kKeep;
-  return size_class.calls % kShmProbeInterval == 0 ? other(faster) : faster;
+  if (++size_class.calls_since_probe < size_class.probe_interval) return faster;
+  size_class.calls_since_probe = 0;
+  size_class.probing = true;
+  return other(faster);
 }
 
 void ShmModeChooser::record(std::size_t bytes, ShmLineMode mode, double seconds) {
   if (bytes < kShmAdaptiveMinBytes) return;
   SizeClass& size_class = classes_[static_cast<std::size_t>(ShmModeChooser::size_class(bytes))];
-  double& estimate = size_class.seconds_per_byte[index(mode)];
+  auto& estimate = size_class.seconds_per_byte;
   int64_t& last_call = size_class.last_call[index(mode)];
   const double newest = seconds / static_cast<double>(bytes);
   // A mode that ran in the call before has a current estimate to smooth;
   // one that ran only as a probe long ago has a stale one, which the newest
   // call replaces.
   const bool current = last_call >= 0 && size_class.calls - last_call <= 1;
-  estimate = current ? kNewestWeight * newest + (1 - kNewestWeight) * estimate : newest;
+  estimate[index(mode)] =
+      current ? kNewestWeight * newest + (1 - kNewestWeight) * estimate[index(mode)] : newest;
   last_call = size_class.calls;
+  if (size_class.probing) {
+    size_class.probing = false;
+    const bool changed = estimate[index(mode)] < estimate[index(other(mode))];
+    size_class.probe_interval =
+        changed ? kShmProbeInterval : std::min(2 * size_class.probe_interval, kShmMaxProbeInterval);
+  }
 }
 
 }  // namespace herd::collectives

@@ -36,9 +36,15 @@ void evict_lines(const void* data, std::size_t bytes);
 // Buffers smaller than this always keep their lines: the barriers, not the
 // lines, set their time.
 constexpr std::size_t kShmAdaptiveMinBytes = 64 * 1024;
-// Every this many calls of a size class, the mode that looked slower is
-// tried again, so that a change of the machine's state is noticed.
+// The mode that looked slower is tried again (a probe) after this many calls
+// of its size class, so that a change of the machine's state is noticed; a
+// probe that confirms the choice doubles the wait for the next one, up to
+// kShmMaxProbeInterval, and one that changes it starts again from here. A
+// probe of the slower mode costs that call up to three times its time (the
+// first paragraph above); a choice gone wrong shows at once, since the mode
+// that runs is measured at every call.
 constexpr int64_t kShmProbeInterval = 16;
+constexpr int64_t kShmMaxProbeInterval = 256;
 
 // Per size class, an estimate of seconds per byte for each mode: smoothed
 // over consecutive calls in that mode, and replaced by the newest call when
@@ -62,6 +68,9 @@ class ShmModeChooser {
     // The class's call (count of choose()) that each mode last ran in.
     std::array<int64_t, 2> last_call{-1, -1};
     int64_t calls = 0;
+    int64_t calls_since_probe = 0;
+    int64_t probe_interval = kShmProbeInterval;
+    bool probing = false;  // the last choose() returned the slower mode
   };
   std::array<SizeClass, kSizeClasses> classes_;
 };

@@ -43,44 +43,39 @@ TEST_CASE("shm line mode: buffers under 64 KiB always keep their lines", "[shm][
   }
 }
 
-TEST_CASE("shm line mode: measures both, takes the faster, probes the other every 16 calls",
+TEST_CASE("shm line mode: measures both, takes the faster, probes the other ever more rarely",
           "[shm][line_mode]") {
   ShmModeChooser chooser;
   const std::size_t bytes = 16 * kMiB;
   CHECK(call(chooser, bytes, 0.004, 0.006) == ShmLineMode::kKeep);
   CHECK(call(chooser, bytes, 0.004, 0.006) == ShmLineMode::kEvict);
-  std::vector<ShmLineMode> modes;
-  for (int i = 0; i < 4 * kShmProbeInterval; ++i)
-    modes.push_back(call(chooser, bytes, 0.004, 0.006));
-  for (std::size_t i = 0; i < modes.size(); ++i) {
-    // The size class's calls count from 1, the two first included.
-    const auto class_call = static_cast<int64_t>(i) + 3;
-    INFO("call " << class_call << " of the size class");
-    const bool probe = class_call % kShmProbeInterval == 0;
-    CHECK(modes[i] == (probe ? ShmLineMode::kEvict : ShmLineMode::kKeep));
+  // The size class's calls count from 1, the two first included; each probe
+  // that confirms the choice doubles the wait for the next, up to 256.
+  std::vector<int64_t> probes;
+  for (int64_t class_call = 3; class_call <= 1100; ++class_call) {
+    if (call(chooser, bytes, 0.004, 0.006) == ShmLineMode::kEvict) probes.push_back(class_call);
   }
+  CHECK(probes == std::vector<int64_t>{18, 50, 114, 242, 498, 754, 1010});
 }
 
 TEST_CASE("shm line mode: follows a change of the machine's state", "[shm][line_mode]") {
   ShmModeChooser chooser;
   const std::size_t bytes = 16 * kMiB;
-  for (int i = 0; i < 2 + kShmProbeInterval; ++i) call(chooser, bytes, 0.004, 0.006);
+  for (int i = 0; i < 600; ++i) call(chooser, bytes, 0.004, 0.006);
   // Keeping becomes three times slower: keeping is what runs, so the change
-  // shows at once, and from then on evicting runs but for the probes.
+  // shows at once, however rare the probes have become.
   int calls_until_evict = 0;
   while (call(chooser, bytes, 0.012, 0.006) != ShmLineMode::kEvict) ++calls_until_evict;
   CHECK(calls_until_evict <= 2);
-  int keeps = 0;
-  for (int i = 0; i < 2 * kShmProbeInterval; ++i) {
-    keeps += call(chooser, bytes, 0.012, 0.006) == ShmLineMode::kKeep;
-  }
-  CHECK(keeps == 2);
   // Back to the first state: keeping, which runs only as a probe now, is
   // found faster at its next probe at the latest.
   int calls_until_keep = 0;
   while (call(chooser, bytes, 0.004, 0.006) != ShmLineMode::kKeep) ++calls_until_keep;
-  CHECK(calls_until_keep < kShmProbeInterval);
-  CHECK(call(chooser, bytes, 0.004, 0.006) == ShmLineMode::kKeep);
+  CHECK(calls_until_keep < kShmMaxProbeInterval);
+  // That probe changed the choice: the next one comes after the shortest wait.
+  int calls_until_probe = 1;
+  while (call(chooser, bytes, 0.004, 0.006) == ShmLineMode::kKeep) ++calls_until_probe;
+  CHECK(calls_until_probe == kShmProbeInterval);
 }
 
 TEST_CASE("shm line mode: size classes are measured apart", "[shm][line_mode]") {
