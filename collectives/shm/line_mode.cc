@@ -73,7 +73,7 @@ int ShmModeChooser::size_class(std::size_t bytes) {
 }
 
 ShmLineMode ShmModeChooser::choose(std::size_t bytes) {
-  if (bytes < kShmAdaptiveMinBytes) return ShmLineMode::kKeep;
+  if (!adapts(bytes)) return ShmLineMode::kKeep;
   SizeClass& size_class = classes_[static_cast<std::size_t>(ShmModeChooser::size_class(bytes))];
   ++size_class.calls;
   size_class.probing = false;
@@ -92,7 +92,7 @@ ShmLineMode ShmModeChooser::choose(std::size_t bytes) {
 }
 
 void ShmModeChooser::record(std::size_t bytes, ShmLineMode mode, double seconds) {
-  if (bytes < kShmAdaptiveMinBytes) return;
+  if (!adapts(bytes)) return;
   SizeClass& size_class = classes_[static_cast<std::size_t>(ShmModeChooser::size_class(bytes))];
   auto& estimate = size_class.seconds_per_byte;
   int64_t& last_call = size_class.last_call[index(mode)];

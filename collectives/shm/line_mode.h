@@ -56,6 +56,10 @@ class ShmModeChooser {
   // What a call on `bytes` bytes in `mode` took.
   void record(std::size_t bytes, ShmLineMode mode, double seconds);
 
+  // Whether calls on `bytes` bytes are chosen for (and worth timing): from
+  // kShmAdaptiveMinBytes up; smaller ones always keep their lines.
+  static bool adapts(std::size_t bytes) { return bytes >= kShmAdaptiveMinBytes; }
+
   // Size classes: [64 KiB, 256 KiB), [256 KiB, 1 MiB), ... and the last
   // class from 64 MiB up.
   static constexpr int kSizeClasses = 6;

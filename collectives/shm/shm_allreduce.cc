@@ -70,8 +70,10 @@ ShmAllreduceGroup::ShmAllreduceGroup(int rank, std::vector<void*> regions, std::
 Status ShmAllreduceGroup::wait_for_all(ShmCounter ShmRankControl::*counter, uint64_t sequence,
                                        const char* phase, int64_t chunk, int64_t chunks) {
   using Clock = std::chrono::steady_clock;
-  const Clock::time_point start = Clock::now();
-  Clock::time_point next_liveness_check = start + kLivenessInterval;
+  // The clock is read only once a wait has polled for a while: most waits
+  // end within a few polls, two per chunk.
+  Clock::time_point start{};
+  Clock::time_point next_liveness_check{};
   for (int j = 0; j < size(); ++j) {
     const std::atomic<uint64_t>& value = (controls_[static_cast<std::size_t>(j)]->*counter).value;
     int polls = 0;
@@ -80,6 +82,10 @@ Status ShmAllreduceGroup::wait_for_all(ShmCounter ShmRankControl::*counter, uint
       if (polls > kShmSpinsBeforeYield) std::this_thread::yield();
       if (polls % kPollsPerClockRead != 0) continue;
       const Clock::time_point now = Clock::now();
+      if (start == Clock::time_point{}) {
+        start = now;
+        next_liveness_check = now + kLivenessInterval;
+      }
       if (now < next_liveness_check) continue;
       next_liveness_check = now + kLivenessInterval;
       const uint64_t pid = controls_[static_cast<std::size_t>(j)]->pid.value.load();
@@ -120,7 +126,9 @@ Status ShmAllreduceGroup::allreduce(const void* input, void* output, int64_t cou
   // Rank 0 picks the call's mode and publishes it before its first
   // `arrived`; the others read it once that has arrived.
   ShmLineMode mode = ShmLineMode::kKeep;
-  const auto start = std::chrono::steady_clock::now();
+  const bool timed = rank_ == 0 && !fixed_mode_ && ShmModeChooser::adapts(total_bytes);
+  const auto start =
+      timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   if (rank_ == 0 && chunks > 0) {
     mode = fixed_mode_ ? *fixed_mode_ : chooser_.choose(total_bytes);
     mine.mode.value.store(static_cast<uint64_t>(mode), std::memory_order_relaxed);
@@ -191,7 +199,7 @@ Status ShmAllreduceGroup::allreduce(const void* input, void* output, int64_t cou
   }
   // The caller may hand the output to another thread once this returns.
   if (streaming) ops::stream_fence();
-  if (rank_ == 0 && chunks > 0 && !fixed_mode_) {
+  if (timed) {
     chooser_.record(
         total_bytes, mode,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
