@@ -192,8 +192,16 @@ Status ShmAllreduceGroup::allreduce(const void* input, void* output, int64_t cou
       }
     }
     if (mode == ShmLineMode::kEvict) {
+      // Only the lines this rank read: of rank j's slot, the share it
+      // reduced from it and share j, copied out. Flushing the rest would
+      // write back lines that the other ranks read or rank j still has
+      // dirty (from 3 ranks on), for nothing.
       for (std::size_t j = 0; j < ranks; ++j) {
-        if (j != me) evict_lines(slot[j], bytes_of(n));
+        if (j == me) continue;
+        for (const std::size_t s : {me, j}) {
+          if (share_end(s) <= share_begin(s)) continue;
+          evict_lines(slot[j] + bytes_of(share_begin(s)), bytes_of(share_end(s) - share_begin(s)));
+        }
       }
     }
   }

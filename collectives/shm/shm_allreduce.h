@@ -29,9 +29,10 @@
 //   3. copy out: once every rank has reduced, every rank copies each share
 //      from the slot of the rank that reduced it into its output (with
 //      streaming stores from kShmStreamingMinBytes), and in
-//      ShmLineMode::kEvict then flushes the other ranks' slot lines of the
-//      chunk from the caches (line_mode.h says why; rank 0 picks the mode
-//      of each call and publishes it with its first `arrived`).
+//      ShmLineMode::kEvict then flushes the other ranks' slot lines it read
+//      (in steps 2 and 3) from the caches (line_mode.h says why; rank 0
+//      picks the mode of each call and publishes it with its first
+//      `arrived`).
 // A rank writes slot k mod 2 again only for chunk k + 2, after every rank
 // arrived at chunk k + 1 and so finished copying chunk k out of it: two
 // slots need no third barrier. Sequence numbers only grow over the group's
