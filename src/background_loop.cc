@@ -486,8 +486,12 @@ Status BackgroundLoop::execute(std::vector<Agreed>* agreed) {
     }
     responses.push_back(item.response);
   }
-  for (const FusionGroup& group :
-       plan_fusion(responses, config_.fusion_threshold_bytes, config_.fusion_max_tensor_bytes)) {
+  const std::vector<FusionGroup> groups =
+      plan_fusion(responses, config_.fusion_threshold_bytes, config_.fusion_max_tensor_bytes);
+  std::size_t later_bytes = 0;  // of the groups after the current one
+  for (const FusionGroup& group : groups) later_bytes += group.total_bytes;
+  for (const FusionGroup& group : groups) {
+    later_bytes -= group.total_bytes;
     std::vector<TensorEntry*> entries;
     for (std::size_t member : group.members) entries.push_back(&(*agreed)[member].entry);
     const Response& spec = responses[group.members.front()];
@@ -501,7 +505,7 @@ Status BackgroundLoop::execute(std::vector<Agreed>* agreed) {
       // Moves the entries on success: their handles complete in poll_gpu.
       status = start_gpu(spec, entries, contribution);
     } else if (spec.collective == CollectiveType::kAllreduce) {
-      status = executor_.allreduce(spec, entries, contribution);
+      status = executor_.allreduce(spec, entries, contribution, later_bytes);
     } else {
       status = collective_executor_.execute(spec, *entries.front(), contribution);
     }

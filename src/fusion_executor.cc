@@ -27,7 +27,7 @@ uint8_t* FusionExecutor::fusion_buffer(std::size_t bytes) {
 }
 
 Status FusionExecutor::allreduce(const Response& spec, const std::vector<TensorEntry*>& entries,
-                                 Contribution contribution) {
+                                 Contribution contribution, std::size_t later_bytes) {
   const std::size_t element_bytes = element_size(spec.dtype);
   int64_t total_count = 0;
   for (const TensorEntry* entry : entries) total_count += entry->request.num_elements();
@@ -72,8 +72,8 @@ Status FusionExecutor::allreduce(const Response& spec, const std::vector<TensorE
   const ops::ReduceFn reduce = ops::make_reduce_fn(spec.dtype, reduce_op);
   const std::size_t bytes = static_cast<std::size_t>(total_count) * element_bytes;
   if (shm_.group != nullptr && bytes <= shm_.max_bytes) {
-    HERD_RETURN_IF_ERROR(
-        shm_.group->allreduce(input, buffer, total_count, element_bytes, reduce, finish));
+    HERD_RETURN_IF_ERROR(shm_.group->allreduce(input, buffer, total_count, element_bytes, reduce,
+                                               finish, entries.size() > 1 ? 0 : later_bytes));
   } else {
     HERD_RETURN_IF_ERROR(collectives::allreduce(input, buffer, total_count, element_bytes, reduce,
                                                 transport_, options_, finish));

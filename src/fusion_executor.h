@@ -49,8 +49,11 @@ class FusionExecutor {
   // Reduces every entry's input into its output as `spec` (dtype, op, scales)
   // says: output = postscale * reduce_op over ranks of (prescale * input),
   // with kAverage dividing the sum by the number of ranks before postscale.
+  // `later_bytes`: what the caller runs right after this group, in the same
+  // cycle (the shared-memory path writes outputs that will have left the
+  // cache by then with streaming stores).
   [[nodiscard]] Status allreduce(const Response& spec, const std::vector<TensorEntry*>& entries,
-                                 Contribution contribution = {});
+                                 Contribution contribution = {}, std::size_t later_bytes = 0);
 
   // Bytes of fusion buffer currently held.
   std::size_t fusion_buffer_bytes() const { return fusion_buffer_capacity_; }

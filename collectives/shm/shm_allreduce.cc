@@ -37,6 +37,10 @@ std::size_t shm_chunk_bytes(std::size_t total_bytes, std::size_t slot_bytes) {
                                              : slot_bytes;
 }
 
+bool shm_streams_output(std::size_t bytes, std::size_t later_bytes) {
+  return bytes > 0 && bytes + std::min(later_bytes, kShmStreamingMinBytes) >= kShmStreamingMinBytes;
+}
+
 std::size_t shm_region_bytes(std::size_t slot_bytes) {
   return kPageBytes + 2 * round_up(slot_bytes, kPageBytes);
 }
@@ -109,7 +113,7 @@ Status ShmAllreduceGroup::wait_for_all(ShmCounter ShmRankControl::*counter, uint
 
 Status ShmAllreduceGroup::allreduce(const void* input, void* output, int64_t count,
                                     std::size_t element_size, const ops::ReduceFn& reduce,
-                                    const FinishFn& finish) {
+                                    const FinishFn& finish, std::size_t later_bytes) {
   HERD_ENFORCE_GE(element_size, std::size_t{1});
   HERD_ENFORCE_EQ(kCacheLineBytes % element_size, std::size_t{0});
   const auto ranks = static_cast<std::size_t>(size());
@@ -122,7 +126,7 @@ Status ShmAllreduceGroup::allreduce(const void* input, void* output, int64_t cou
   const auto* in = static_cast<const uint8_t*>(input);
   auto* out = static_cast<uint8_t*>(output);
   ShmRankControl& mine = *controls_[me];
-  const bool streaming = total_bytes >= kShmStreamingMinBytes;
+  const bool streaming = shm_streams_output(total_bytes, later_bytes);
   // Rank 0 picks the call's mode and publishes it before its first
   // `arrived`; the others read it once that has arrived.
   ShmLineMode mode = ShmLineMode::kKeep;

@@ -28,7 +28,7 @@
 //      `reduced`;
 //   3. copy out: once every rank has reduced, every rank copies each share
 //      from the slot of the rank that reduced it into its output (with
-//      streaming stores from kShmStreamingMinBytes), and in
+//      streaming stores as shm_streams_output says), and in
 //      ShmLineMode::kEvict then flushes the other ranks' slot lines it read
 //      (in steps 2 and 3) from the caches (line_mode.h says why; rank 0
 //      picks the mode of each call and publishes it with its first
@@ -68,12 +68,17 @@ namespace herd::collectives {
 constexpr std::size_t kDefaultShmSlotBytes = 1 << 20;
 constexpr std::size_t kShmShortChunkBytes = 256 * 1024;
 constexpr std::size_t kShmLongChunkMinBytes = 8 << 20;
-// Buffers of at least this many bytes are copied out with streaming stores
-// (ops/stream_copy.h): the output, this rank's own, is too large to stay in
-// the cache. Measured at 2 ranks, 5 launches (log item 19): 16 MiB 2.6-4.9
-// ms against 4.0-6.3 ms, 64 MiB 12.8-18.8 against 16.5-20.8 ms; 1 MiB
-// slower (178-317 against 153-276 us); 4 MiB mixed.
+// A call's output is copied out with streaming stores (ops/stream_copy.h)
+// when the call's bytes and those its caller reduces right after it add up
+// to at least this many: nobody reads that output back before that much
+// other data has passed through the cache. Measured at 2 ranks, 5 launches
+// (log item 19), one buffer at a time: 16 MiB 2.6-4.9 ms against 4.0-6.3 ms,
+// 64 MiB 12.8-18.8 against 16.5-20.8 ms; 1 MiB slower (178-317 against
+// 153-276 us, the result staying in the cache); 4 MiB mixed. On the ResNet-50
+// step, whose many tensors are reduced back to back in one cycle, this rule
+// took 3-6 % less time per byte than streaming from 8 MiB alone (log item 22).
 constexpr std::size_t kShmStreamingMinBytes = 8 << 20;
+bool shm_streams_output(std::size_t bytes, std::size_t later_bytes);
 
 // Bytes of the chunks of a buffer of `total_bytes` with slots of `slot_bytes`.
 std::size_t shm_chunk_bytes(std::size_t total_bytes, std::size_t slot_bytes);
@@ -117,10 +122,12 @@ class ShmAllreduceGroup {
   // Reduces input (count elements of element_size bytes) over the group into
   // output, like collectives::allreduce: input == output is in place, else
   // they must not overlap. `finish` (if set) is applied once to every element
-  // of the result. Fails naming the rank that did not arrive, or exited.
+  // of the result. `later_bytes`: what the caller reduces right after this
+  // call (shm_streams_output; ranks may differ in it). Fails naming the rank
+  // that did not arrive, or exited.
   [[nodiscard]] Status allreduce(const void* input, void* output, int64_t count,
                                  std::size_t element_size, const ops::ReduceFn& reduce,
-                                 const FinishFn& finish = {});
+                                 const FinishFn& finish = {}, std::size_t later_bytes = 0);
 
  private:
   // Waits until every rank's counter (arrived or reduced) reaches sequence.

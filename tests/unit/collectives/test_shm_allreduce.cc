@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -75,7 +76,8 @@ template <typename T>
 std::vector<std::vector<RankCall<T>>> run_shm(
     int p, std::size_t slot_bytes, const std::vector<int64_t>& counts, bool in_place,
     const std::function<T(int rank, int call, int64_t i)>& input, const ops::ReduceFn& reduce,
-    const FinishFn& finish = {}, std::optional<ShmLineMode> mode = std::nullopt) {
+    const FinishFn& finish = {}, std::optional<ShmLineMode> mode = std::nullopt,
+    std::size_t later_bytes = 0) {
   HeapArea area(p, slot_bytes);
   std::vector<std::vector<RankCall<T>>> results(static_cast<std::size_t>(p));
   std::vector<std::thread> threads;
@@ -92,7 +94,7 @@ std::vector<std::vector<RankCall<T>>> run_shm(
         if (in_place) call.output = call.input;
         void* out = call.output.data();
         const void* in = in_place ? out : call.input.data();
-        call.status = group.allreduce(in, out, counts[c], sizeof(T), reduce, finish);
+        call.status = group.allreduce(in, out, counts[c], sizeof(T), reduce, finish, later_bytes);
         mine.push_back(std::move(call));
       }
     });
@@ -189,6 +191,28 @@ TEST_CASE("shm allreduce: short chunks below 8 MiB, whole slots from there", "[s
                        small_value, float_sum());
     CHECK(first_mismatch<float>(results,
                                 [&](int call, int64_t i) { return small_sum(p, call, i); }) == "");
+  }
+}
+
+TEST_CASE("shm allreduce streams its output when it and what follows reach 8 MiB",
+          "[shm][allreduce]") {
+  CHECK_FALSE(shm_streams_output(kShmStreamingMinBytes - 1, 0));
+  CHECK(shm_streams_output(kShmStreamingMinBytes, 0));
+  CHECK(shm_streams_output(1 << 20, kShmStreamingMinBytes - (1 << 20)));
+  CHECK_FALSE(shm_streams_output(1 << 20, kShmStreamingMinBytes - (1 << 20) - 1));
+  CHECK(shm_streams_output(64, SIZE_MAX));  // no overflow
+  CHECK_FALSE(shm_streams_output(0, SIZE_MAX));
+  // Small buffers copied out with streaming stores, at every offset of a
+  // cache line that a share can end on, in place and out of place.
+  const std::vector<int64_t> counts = {1, 17, 1000, 65539};
+  for (int p : {2, 3}) {
+    for (bool in_place : {false, true}) {
+      INFO("p=" << p << " in_place=" << in_place);
+      const auto results = run_shm<float>(p, kDefaultShmSlotBytes, counts, in_place, small_value,
+                                          float_sum(), {}, std::nullopt, SIZE_MAX);
+      CHECK(first_mismatch<float>(
+                results, [&](int call, int64_t i) { return small_sum(p, call, i); }) == "");
+    }
   }
 }
 
