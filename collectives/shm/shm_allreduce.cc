@@ -32,9 +32,8 @@ bool process_exited(uint64_t pid) {
 
 }  // namespace
 
-std::size_t shm_chunk_bytes(std::size_t total_bytes, std::size_t slot_bytes) {
-  return total_bytes < kShmLongChunkMinBytes ? std::min(slot_bytes, kShmShortChunkBytes)
-                                             : slot_bytes;
+std::size_t shm_chunk_bytes(bool output_streams, std::size_t slot_bytes) {
+  return output_streams ? slot_bytes : std::min(slot_bytes, kShmShortChunkBytes);
 }
 
 bool shm_streams_output(std::size_t bytes, std::size_t later_bytes) {
@@ -119,14 +118,14 @@ Status ShmAllreduceGroup::allreduce(const void* input, void* output, int64_t cou
   const auto ranks = static_cast<std::size_t>(size());
   const auto me = static_cast<std::size_t>(rank_);
   const std::size_t total_bytes = static_cast<std::size_t>(count) * element_size;
+  const bool streaming = shm_streams_output(total_bytes, later_bytes);
   const auto chunk_count =
-      static_cast<int64_t>(shm_chunk_bytes(total_bytes, slot_bytes_) / element_size);
+      static_cast<int64_t>(shm_chunk_bytes(streaming, slot_bytes_) / element_size);
   const int64_t line_count = static_cast<int64_t>(kCacheLineBytes / element_size);
   const int64_t chunks = count == 0 ? 0 : (count + chunk_count - 1) / chunk_count;
   const auto* in = static_cast<const uint8_t*>(input);
   auto* out = static_cast<uint8_t*>(output);
   ShmRankControl& mine = *controls_[me];
-  const bool streaming = shm_streams_output(total_bytes, later_bytes);
   // Rank 0 picks the call's mode and publishes it before its first
   // `arrived`; the others read it once that has arrived.
   ShmLineMode mode = ShmLineMode::kKeep;

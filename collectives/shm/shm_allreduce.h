@@ -58,16 +58,17 @@
 
 namespace herd::collectives {
 
-// Bytes of one slot, the longest chunk. Buffers smaller than
-// kShmLongChunkMinBytes go in chunks of at most kShmShortChunkBytes, so that
-// a rank's slots stay in its 1 MiB L2 cache; larger ones, which come from
-// memory anyway, in whole slots, halving the barriers. Measured at 2 ranks,
-// medians of 6 runs (log item 18): 4 MiB took 557 us in 256 KiB chunks, 621
-// in 512 KiB and 662 in 1 MiB; 16 MiB 4.26, 3.70 and 3.81 ms; 64 MiB 18.2,
-// 16.7 and 16.4 ms. 64 and 128 KiB chunks were slower from 256 KiB up.
+// Bytes of one slot, the longest chunk. A call whose output streams
+// (shm_streams_output below: its data comes from memory and goes back there)
+// runs in whole slots, halving the barriers; any other in chunks of at most
+// kShmShortChunkBytes, so that a rank's slots stay in its 1 MiB L2 cache.
+// Measured at 2 ranks, one buffer at a time, medians of 6 runs (log item
+// 18): 4 MiB took 557 us in 256 KiB chunks, 621 in 512 KiB and 662 in 1 MiB;
+// 16 MiB 4.26, 3.70 and 3.81 ms; 64 MiB 18.2, 16.7 and 16.4 ms. 64 and 128
+// KiB chunks were slower from 256 KiB up. On the ResNet-50 step, whole slots
+// for every streaming call took 2.3-5.4 % less time per byte (log item 23).
 constexpr std::size_t kDefaultShmSlotBytes = 1 << 20;
 constexpr std::size_t kShmShortChunkBytes = 256 * 1024;
-constexpr std::size_t kShmLongChunkMinBytes = 8 << 20;
 // A call's output is copied out with streaming stores (ops/stream_copy.h)
 // when the call's bytes and those its caller reduces right after it add up
 // to at least this many: nobody reads that output back before that much
@@ -80,8 +81,8 @@ constexpr std::size_t kShmLongChunkMinBytes = 8 << 20;
 constexpr std::size_t kShmStreamingMinBytes = 8 << 20;
 bool shm_streams_output(std::size_t bytes, std::size_t later_bytes);
 
-// Bytes of the chunks of a buffer of `total_bytes` with slots of `slot_bytes`.
-std::size_t shm_chunk_bytes(std::size_t total_bytes, std::size_t slot_bytes);
+// Bytes of the chunks of a call with slots of `slot_bytes`.
+std::size_t shm_chunk_bytes(bool output_streams, std::size_t slot_bytes);
 // A peer's counter is read this many times before the waiter yields the core.
 constexpr int kShmSpinsBeforeYield = 64;
 

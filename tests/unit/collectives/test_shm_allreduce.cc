@@ -176,13 +176,13 @@ TEST_CASE("shm allreduce gives the same results in both line modes and while ran
   }
 }
 
-TEST_CASE("shm allreduce: short chunks below 8 MiB, whole slots from there", "[shm][allreduce]") {
-  CHECK(shm_chunk_bytes(0, kDefaultShmSlotBytes) == kShmShortChunkBytes);
-  CHECK(shm_chunk_bytes(kShmLongChunkMinBytes - 1, kDefaultShmSlotBytes) == kShmShortChunkBytes);
-  CHECK(shm_chunk_bytes(kShmLongChunkMinBytes, kDefaultShmSlotBytes) == kDefaultShmSlotBytes);
+TEST_CASE("shm allreduce: short chunks, whole slots when the output streams (8 MiB)",
+          "[shm][allreduce]") {
+  CHECK(shm_chunk_bytes(false, kDefaultShmSlotBytes) == kShmShortChunkBytes);
+  CHECK(shm_chunk_bytes(true, kDefaultShmSlotBytes) == kDefaultShmSlotBytes);
   // A slot shorter than a short chunk bounds every chunk.
-  CHECK(shm_chunk_bytes(100, 64) == 64);
-  CHECK(shm_chunk_bytes(kShmLongChunkMinBytes, 64) == 64);
+  CHECK(shm_chunk_bytes(false, 64) == 64);
+  CHECK(shm_chunk_bytes(true, 64) == 64);
   // Both kinds of chunk in one group, one call after the other: 2^21 + 5
   // floats are just over 8 MiB.
   for (int p : {2, 3}) {
