@@ -488,10 +488,17 @@ Status BackgroundLoop::execute(std::vector<Agreed>* agreed) {
   }
   const std::vector<FusionGroup> groups =
       plan_fusion(responses, config_.fusion_threshold_bytes, config_.fusion_max_tensor_bytes);
-  std::size_t later_bytes = 0;  // of the groups after the current one
-  for (const FusionGroup& group : groups) later_bytes += group.total_bytes;
+  // Bytes of the CPU groups after the current one: what passes through this
+  // rank's cache before the cycle ends (the shared-memory allreduce streams
+  // outputs that will have left it by then).
+  const auto cpu_bytes = [&](const FusionGroup& group) {
+    return responses[group.members.front()].device.type == DeviceType::kGPU ? std::size_t{0}
+                                                                            : group.total_bytes;
+  };
+  std::size_t later_bytes = 0;
+  for (const FusionGroup& group : groups) later_bytes += cpu_bytes(group);
   for (const FusionGroup& group : groups) {
-    later_bytes -= group.total_bytes;
+    later_bytes -= cpu_bytes(group);
     std::vector<TensorEntry*> entries;
     for (std::size_t member : group.members) entries.push_back(&(*agreed)[member].entry);
     const Response& spec = responses[group.members.front()];

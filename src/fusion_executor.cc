@@ -72,8 +72,11 @@ Status FusionExecutor::allreduce(const Response& spec, const std::vector<TensorE
   const ops::ReduceFn reduce = ops::make_reduce_fn(spec.dtype, reduce_op);
   const std::size_t bytes = static_cast<std::size_t>(total_count) * element_bytes;
   if (shm_.group != nullptr && bytes <= shm_.max_bytes) {
-    HERD_RETURN_IF_ERROR(shm_.group->allreduce(input, buffer, total_count, element_bytes, reduce,
-                                               finish, entries.size() > 1 ? 0 : later_bytes));
+    // The fusion buffer is unpacked right after: its result must stay in the
+    // cache, whatever follows in the cycle.
+    const std::size_t later = entries.size() > 1 ? 0 : later_bytes;
+    HERD_RETURN_IF_ERROR(
+        shm_.group->allreduce(input, buffer, total_count, element_bytes, reduce, finish, later));
   } else {
     HERD_RETURN_IF_ERROR(collectives::allreduce(input, buffer, total_count, element_bytes, reduce,
                                                 transport_, options_, finish));
