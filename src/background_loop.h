@@ -142,6 +142,10 @@ class BackgroundLoop final : public CycleDriver,
   // !idle_locked() after the last cycle, for a driver that leaves without
   // the lock (it then wakes the background thread).
   std::atomic<bool> work_left_{false};
+  // gpu_busy_locked() after the last step, for a waiter that finds the lock
+  // taken: GPU work completes within microseconds of its event, so such a
+  // waiter polls its handle rather than sleep on it.
+  std::atomic<bool> gpu_in_flight_{false};
 
   ResponseCache cache_;
   std::optional<Coordinator> coordinator_;  // rank 0 only

@@ -16,19 +16,28 @@
 #              only where the machine lacks it (an Open MPI `mpirun` and
 #              `mpicc` on the PATH are used as they are); checks that mpirun
 #              and libmpi resolve (ldd) and that mpirun starts 2 ranks;
+#              NCCL is CUDA's own where the toolkit has it, else the one a
+#              Python package of the machine carries (nvidia-nccl-cu*, as
+#              PyTorch's wheels bring it), found under the Python's
+#              site-packages;
 #   configure  herd with -DHERD_WITH_CUDA=ON -DHERD_BUILD_PYTHON=OFF;
 #   build      with every core;
 #   ctest gpu  `ctest -L gpu --output-on-failure` (each test's line in the table);
 #   bench np1  herd-bench allreduce --device cuda, 1 rank (herd's NCCL path),
-#              4 KiB .. 256 MiB, against raw ncclAllReduce and a d2d copy;
+#              4 KiB .. 1 GiB, against raw ncclAllReduce and a d2d copy;
 #   bench np2  the same at 2 ranks sharing the GPU with HERD_GPU_ALLREDUCE=MPI,
 #              4 KiB .. 64 MiB, against MPI staged through pinned host memory;
+#   fusion     herd-bench fusion: the fusion buffer's pack and unpack against
+#              a d2d copy of as many bytes;
+#   step       herd-bench step --device cuda, 1 rank: ResNet-50's gradients
+#              through herd against one ncclAllReduce over all their bytes;
 #   python     herd.torch on CUDA tensors, where python3 has a CUDA PyTorch
 #              (a second build folder with the Python package only).
 # At the end it prints one table (every stage, every GPU test, the bench rows
 # side by side with their ratios, the GPU's name and driver) and writes it,
 # with the logs, to $OUT when OUT is set (else to a new folder under /tmp):
-#   summary.txt build.log ctest.log bench_np1.txt bench_np2.txt [python.log]
+#   summary.txt build.log ctest.log bench_np1.txt bench_np2.txt fusion.txt
+#   step.txt [python.log]
 # Exits 0 when every stage passed, 77 when nothing failed but the GPU stages
 # found no CUDA device (a dry run), and 1 when a stage failed or ran out of time.
 #
@@ -146,7 +155,10 @@ triplet="$(gcc -dumpmachine 2>/dev/null || echo "$(uname -m)-linux-gnu")"
 triplet="${triplet/-pc-/-}"
 triplet="${triplet/-unknown-/-}"
 mpi_note=""
-cmake_dependency_args=()
+nccl_note=""
+# CMake 4 refuses the cmake_minimum_required of older package config files
+# unless told the oldest policies it should accept.
+cmake_dependency_args=(-DCMAKE_POLICY_VERSION_MINIMUM=3.5)
 
 # unpack PACKAGE...: dpkg -x each package's .deb from .debs/ into the prefix.
 unpack() {
@@ -174,10 +186,18 @@ unpack() {
 
 # system_has CONFIG_FILE: whether a CMake package config file of that name is
 # installed in the usual places (then find_package uses it and .debs/ is not).
+# With a VERSION prefix (as "2."), only a file that declares such a
+# PACKAGE_VERSION counts (herd's tests need Catch2 2, not 3).
 system_has() {
-  [[ "$force_debs" != 1 ]] &&
-    [[ -n "$(find /usr/lib /usr/lib64 /usr/share /usr/local/lib /usr/local/share -maxdepth 4 \
-      -name "$1" -print -quit 2>/dev/null)" ]]
+  local file version="${2:-}"
+  [[ "$force_debs" != 1 ]] || return 1
+  [[ "$version" != "$1" ]] || version=""
+  while read -r file; do
+    [[ -z "$version" ]] && return 0
+    grep -q "PACKAGE_VERSION \"$version" "$file" && return 0
+  done < <(find /usr/lib /usr/lib64 /usr/share /usr/local/lib /usr/local/share -maxdepth 4 \
+    -name "$1" 2>/dev/null)
+  return 1
 }
 
 # The version of glibc, and the newest one the carried libraries ask for.
@@ -264,13 +284,13 @@ setup_build_packages() {
   local entries=(
     "fmt-config.cmake|libfmt-dev libfmt9|fmt_DIR|usr/lib/$triplet/cmake/fmt"
     "Eigen3Config.cmake|libeigen3-dev|Eigen3_DIR|usr/share/eigen3/cmake"
-    "Catch2Config.cmake|catch2|Catch2_DIR|usr/lib/cmake/Catch2"
+    "Catch2ConfigVersion.cmake:2.|catch2|Catch2_DIR|usr/lib/cmake/Catch2"
     "CLI11Config.cmake|libcli11-dev|CLI11_DIR|usr/share/cmake/CLI11"
   )
   local entry config packages variable folder carried=()
   for entry in "${entries[@]}"; do
     IFS='|' read -r config packages variable folder <<<"$entry"
-    if system_has "$config"; then continue; fi
+    if system_has "${config%%:*}" "${config#*:}"; then continue; fi
     # shellcheck disable=SC2086 # the package list is meant to split
     unpack $packages || return 1
     cmake_dependency_args+=(-D"$variable=$prefix/$folder")
@@ -282,8 +302,45 @@ setup_build_packages() {
   fi
 }
 
+# NCCL: CUDA's own (cmake/cuda.cmake finds it next to the toolkit), else
+# the library and header of a Python package (nvidia-nccl-cu12/13, which
+# PyTorch's wheels install), named to CMake by path: such a package has
+# libnccl.so.2 but no libnccl.so for find_library.
+setup_nccl() {
+  local cuda_root
+  cuda_root="$(dirname "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")"
+  if [[ -n "$(find "$cuda_root/" -maxdepth 4 -name 'libnccl.so*' -print -quit 2>/dev/null)" &&
+    -n "$(find "$cuda_root/" -maxdepth 4 -name nccl.h -print -quit 2>/dev/null)" ]]; then
+    nccl_note="NCCL of $cuda_root"
+    return 0
+  fi
+  local py site header library
+  py="$(command -v python3 || true)"
+  site=""
+  if [[ -n "$py" ]]; then
+    site="$("$py" -c 'import site, sys; print(" ".join(site.getsitepackages() + [site.getusersitepackages()]))' 2>/dev/null || true)"
+  fi
+  # NCCL's own header defines NCCL_MAJOR (a framework's nccl.h wrapper does
+  # not); its library lies beside its include folder.
+  while read -r header; do
+    grep -q NCCL_MAJOR "$header" 2>/dev/null || continue
+    library="$(find "$(dirname "$(dirname "$header")")" -maxdepth 3 -name 'libnccl.so*' -print \
+      -quit 2>/dev/null)"
+    [[ -n "$library" ]] || continue
+    cmake_dependency_args+=(-DNCCL_INCLUDE_DIR="$(dirname "$header")" -DNCCL_LIBRARY="$library")
+    export LD_LIBRARY_PATH="$(dirname "$library")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    nccl_note="NCCL $library"
+    return 0
+  done < <(for dir in $site /usr/local/lib /usr/lib /opt; do
+    [[ -d "$dir" ]] && find "$dir" -maxdepth 7 -name nccl.h 2>/dev/null
+  done)
+  nccl_note="no NCCL found (GPU tensors take the MPI path)"
+}
+
 setup() {
   echo "setup: $(uname -m), $triplet, $(os_name), nvcc $(nvcc_version)"
+  echo "setup: $(cmake --version 2>/dev/null | head -n1), $(c++ --version 2>/dev/null | head -n1)"
+  echo "setup: python3 $(command -v python3 || echo none)"
   # Only a folder this script made is emptied (it holds the marker).
   if [[ -e "$prefix" && ! -f "$prefix/.herd-device-check" ]]; then
     echo "setup: $prefix exists and is not this script's; set HERD_CHECK_PREFIX elsewhere"
@@ -294,6 +351,8 @@ setup() {
   touch "$prefix/.herd-device-check"
   setup_open_mpi || return 1
   setup_build_packages || return 1
+  setup_nccl
+  echo "setup: $nccl_note"
   # mpirun itself: two ranks of a program that is not MPI.
   timeout 30 mpirun "${mpirun_flags[@]}" -np 2 true || {
     echo "setup: mpirun cannot start 2 local ranks"
@@ -308,6 +367,9 @@ setup() {
 # often lacks.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_btl_sm_single_copy_mechanism=none
+# One machine: NCCL's bootstrap on the loopback interface, and its warnings
+# in the logs.
+export NCCL_SOCKET_IFNAME="${NCCL_SOCKET_IFNAME:-lo}" NCCL_DEBUG="${NCCL_DEBUG:-WARN}"
 mpirun_flags=(--oversubscribe)
 if [[ "$(id -u)" -eq 0 ]]; then mpirun_flags+=(--allow-run-as-root); fi
 
@@ -324,7 +386,7 @@ setup >>"$build_log" 2>&1
 setup_rc=$?
 stage_rc=$setup_rc
 stage_elapsed=$(($(date +%s) - setup_began))
-pass_or_fail "setup" "${mpi_note:-see build.log}"
+pass_or_fail "setup" "${mpi_note:-see build.log}; ${nccl_note:-}"
 
 # ---- configure and build -------------------------------------------------------
 built=0
@@ -419,10 +481,40 @@ bench() {
       ;;
   esac
 }
-bench "bench np1 (NCCL path)" "$out/bench_np1.txt" 120 1 HERD_GPU_ALLREDUCE=NCCL -- \
-  -b 4K -e 256M -f 4 -n 20 -w 5
+bench "bench np1 (NCCL path)" "$out/bench_np1.txt" 180 1 HERD_GPU_ALLREDUCE=NCCL -- \
+  -b 4K -e 1G -f 4 -n 20 -w 5
 bench "bench np2 (MPI path)" "$out/bench_np2.txt" 90 2 HERD_GPU_ALLREDUCE=MPI -- \
   -b 4K -e 64M -f 4 -n 10 -w 3
+
+# ---- the fusion buffer's copies and a model's step ----------------------------------
+# one_rank_bench NAME FILE LIMIT ARGS...: one herd-bench run at 1 rank on the
+# NCCL path, its output in FILE; herd-bench checks every element itself.
+one_rank_bench() {
+  local name="$1" file="$2" limit="$3"
+  shift 3
+  if ((!built)); then
+    record "$name" "not run" 0 "no build"
+    any_failed=1
+    return
+  fi
+  : >"$file"
+  run_stage "$name" "$limit" "$file" env HERD_GPU_ALLREDUCE=NCCL mpirun "${mpirun_flags[@]}" \
+    -np 1 "$bench" "$@" || return
+  case "$stage_rc" in
+    0) record "$name" "pass" "$stage_elapsed" "every result checked" ;;
+    77)
+      record "$name" "skip" "$stage_elapsed" "no CUDA device visible"
+      any_skipped=1
+      ;;
+    *)
+      record "$name" "FAIL" "$stage_elapsed" "exit $stage_rc; see $(basename "$file")"
+      any_failed=1
+      ;;
+  esac
+}
+one_rank_bench "fusion (pack/unpack)" "$out/fusion.txt" 90 fusion -n 50 -w 5
+one_rank_bench "step resnet50 np1" "$out/step.txt" 90 step --device cuda --model resnet50 \
+  -n 50 -w 5 -q
 
 # ---- the Python GPU test ------------------------------------------------------------
 python_gpu_test() {
@@ -526,6 +618,13 @@ finish() {
       echo
       echo "$(basename "$file"):"
       bench_table "$file"
+    done
+    # The fusion and step tables as herd-bench printed them.
+    for file in "$out/fusion.txt" "$out/step.txt"; do
+      [[ -s "$file" ]] || continue
+      echo
+      echo "$(basename "$file"):"
+      grep -vE '^(\[[0-9]+/[0-9]+\]|====)' "$file" | sed 's/^/    /'
     done
     echo
     echo "logs: $out"

@@ -49,6 +49,15 @@ class GpuAllreduceBaseline {
   // std::runtime_error on a failure.
   virtual void allreduce(const void* input, void* output, int64_t count, DataType dtype,
                          ReduceOp op) = 0;
+
+  // The same, only queued: the result is in `output` after synchronize().
+  // Where the library cannot queue (MPI staged through the host), it is
+  // allreduce.
+  virtual void enqueue_allreduce(const void* input, void* output, int64_t count, DataType dtype,
+                                 ReduceOp op) {
+    allreduce(input, output, count, dtype, op);
+  }
+  virtual void synchronize() {}
 };
 
 // The nccl row: a communicator over `comm` (ncclGetUniqueId on rank 0,

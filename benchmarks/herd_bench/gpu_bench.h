@@ -5,8 +5,8 @@
 // herd-bench knows which it got.
 //
 // Called by herd-bench's main thread on every rank: require_gpu before
-// herd::init(), run_gpu_allreduce_bench after it (collectively, as
-// run_allreduce_bench).
+// herd::init(), the run_gpu_* functions after it (collectively, as their CPU
+// counterparts).
 #pragma once
 
 #include <mpi.h>
@@ -14,7 +14,10 @@
 #include <cstdint>
 #include <string>
 
+#include <CLI/CLI.hpp>
+
 #include "benchmarks/herd_bench/allreduce_bench.h"
+#include "benchmarks/herd_bench/step_bench.h"
 
 namespace herd::bench {
 
@@ -48,5 +51,28 @@ int require_gpu(MPI_Comm comm);
 // checked as for the CPU rows. Returns the wrong elements over all sizes,
 // paths and ranks, on every rank. Throws std::runtime_error on a failure.
 int64_t run_gpu_allreduce_bench(const AllreduceBenchOptions& options, MPI_Comm comm);
+
+// herd-bench fusion: the device fusion buffer's pack and unpack (herd's
+// batched copy kernel) against one device-to-device copy of as many bytes,
+// for ResNet-50's and BERT-base's gradients and for many tensors of one size
+// (gpu_fusion_bench.cc). GPU only; rank 0 alone measures.
+struct FusionBenchOptions {
+  int iterations = 50;  // -n: timed calls per row
+  int warmup = 5;       // -w: untimed calls before them
+  bool csv = false;     // CSV on stdout instead of the aligned table
+};
+
+// Adds the "fusion" subcommand, whose options land in `options`.
+CLI::App* add_fusion_command(CLI::App& app, FusionBenchOptions& options);
+
+// Returns the bytes that pack or unpack got wrong (0 on ranks other than 0).
+int64_t run_gpu_fusion_bench(const FusionBenchOptions& options, MPI_Comm comm);
+
+// The step benchmark on GPU buffers (step --device cuda, gpu_step_bench.cc):
+// a model's gradients through herd against raw ncclAllReduce over one flat
+// buffer (in and out of place) and per gradient. Returns the wrong elements
+// over all paths and ranks, on every rank; shuts herd down and starts it
+// again in between, as run_step_bench does.
+int64_t run_gpu_step_bench(const StepBenchOptions& options, MPI_Comm comm);
 
 }  // namespace herd::bench

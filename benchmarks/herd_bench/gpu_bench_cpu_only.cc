@@ -19,4 +19,12 @@ int64_t run_gpu_allreduce_bench(const AllreduceBenchOptions&, MPI_Comm) {
   throw std::runtime_error(kNotBuilt);
 }
 
+int64_t run_gpu_fusion_bench(const FusionBenchOptions&, MPI_Comm) {
+  throw std::runtime_error(kNotBuilt);
+}
+
+int64_t run_gpu_step_bench(const StepBenchOptions&, MPI_Comm) {
+  throw std::runtime_error(kNotBuilt);
+}
+
 }  // namespace herd::bench

@@ -107,10 +107,17 @@ class NcclBaseline : public GpuAllreduceBaseline {
 
   void allreduce(const void* input, void* output, int64_t count, DataType dtype,
                  ReduceOp op) override {
+    enqueue_allreduce(input, output, count, dtype, op);
+    synchronize();
+  }
+
+  void enqueue_allreduce(const void* input, void* output, int64_t count, DataType dtype,
+                         ReduceOp op) override {
     HERD_BENCH_NCCL(ncclAllReduce(input, output, static_cast<std::size_t>(count), *nccl_type(dtype),
                                   nccl_op(op), comm_, stream_));
-    HERD_BENCH_CUDA(cudaStreamSynchronize(stream_));
   }
+
+  void synchronize() override { HERD_BENCH_CUDA(cudaStreamSynchronize(stream_)); }
 
  private:
   cudaStream_t stream_;

@@ -14,8 +14,10 @@
 // times one training step's gradients of a real model instead (step_bench.h).
 //
 // `herd-bench allreduce --device cuda` runs the sweep on GPU buffers against
-// raw NCCL, MPI staged through host memory and a device-to-device copy
-// (gpu_bench.h); it exits 77 where no CUDA device is visible.
+// raw NCCL, MPI staged through host memory and a device-to-device copy, and
+// `herd-bench step --device cuda` the step against raw NCCL (gpu_bench.h);
+// both exit 77 where no CUDA device is visible. `herd-bench fusion` times the
+// GPU fusion buffer's pack and unpack against a device-to-device copy.
 //
 // The program initializes MPI itself with MPI_THREAD_MULTIPLE, so that a bad
 // command line ends cleanly before herd starts; herd::init then uses this MPI
@@ -62,6 +64,8 @@ int main(int argc, char** argv) {
   CLI::App* alltoall = herd::bench::add_alltoall_command(app, alltoall_options);
   herd::bench::StepBenchOptions step_options;
   CLI::App* step = herd::bench::add_step_command(app, step_options);
+  herd::bench::FusionBenchOptions fusion_options;
+  CLI::App* fusion = herd::bench::add_fusion_command(app, fusion_options);
   try {
     app.parse(argc, argv);
     if (allreduce->parsed()) herd::bench::validate_sweep_options(allreduce_options);
@@ -83,7 +87,11 @@ int main(int argc, char** argv) {
 
   // --device cuda needs a GPU on every rank and a build with CUDA; without
   // either it ends here (exit code 77 without a device, 2 without CUDA).
-  if (allreduce->parsed() && allreduce_options.device == herd::bench::BenchDevice::kCuda) {
+  const bool on_gpu =
+      (allreduce->parsed() && allreduce_options.device == herd::bench::BenchDevice::kCuda) ||
+      (step->parsed() && step_options.device == herd::bench::BenchDevice::kCuda) ||
+      fusion->parsed();
+  if (on_gpu) {
     const int code = herd::bench::require_gpu(MPI_COMM_WORLD);
     if (code != 0) {
       MPI_Finalize();
@@ -104,6 +112,7 @@ int main(int argc, char** argv) {
     }
     if (alltoall->parsed()) wrong = herd::bench::run_alltoall_bench(alltoall_options, comm);
     if (step->parsed()) wrong = herd::bench::run_step_bench(step_options, comm);
+    if (fusion->parsed()) wrong = herd::bench::run_gpu_fusion_bench(fusion_options, comm);
     herd::shutdown();
   } catch (const std::exception& e) {
     // A rank that fails alone would leave the others waiting: stop the job.

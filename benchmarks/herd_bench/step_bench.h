@@ -17,6 +17,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "benchmarks/herd_bench/cli_options.h"
 #include "benchmarks/herd_bench/model_shapes.h"
 
 namespace herd::bench {
@@ -30,6 +31,9 @@ struct StepBenchOptions {
   // GPU's work, which leaves the CPU to the communication). 0: communication
   // alone.
   double backward_ms = 0;
+  // --device: cuda reduces GPU buffers instead (gpu_step_bench.cc), against
+  // raw NCCL.
+  BenchDevice device = BenchDevice::kCpu;
   bool csv = false;    // CSV on stdout instead of the aligned table
   bool quiet = false;  // no progress lines on stderr
 };

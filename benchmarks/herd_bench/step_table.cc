@@ -17,12 +17,18 @@ std::string format_number(const char* format, double value) {
   return text;
 }
 
-void print_notes(const StepTableInfo& info, const Table& notes) {
+void print_notes(const StepTableInfo& info, const std::vector<StepPathResult>& results,
+                 const Table& notes) {
+  std::string baselines;
+  for (const StepPathResult& r : results) {
+    if (!r.baseline) continue;
+    baselines += (baselines.empty() ? "" : ", ") + r.path;
+  }
   notes.print_note("herd-bench step: " + info.model + ", " + std::to_string(info.tensors) +
                    " gradients, " + std::to_string(info.elements) + " float32 (" +
                    format_bytes(info.bytes) + ") per step, " + std::to_string(info.ranks) +
-                   " ranks, " + std::to_string(info.iterations) + " timed steps after " +
-                   std::to_string(info.warmup) + " warmup");
+                   " ranks, buffers on " + info.device + ", " + std::to_string(info.iterations) +
+                   " timed steps after " + std::to_string(info.warmup) + " warmup");
   notes.print_note(
       "each step: every gradient in backward order, each after a sleep for its "
       "share (by size) of " +
@@ -30,10 +36,10 @@ void print_notes(const StepTableInfo& info, const Table& notes) {
   notes.print_note(
       "time: per step the slowest rank; median and mean over the steps; algbw = "
       "gradient bytes / median; busbw = algbw * 2(p-1)/p");
-  notes.print_note(
-      "op: sum (no division, so the check is exact); speedup = best mpi median / "
-      "median; over_mpi = median - best mpi median (best of mpi-fused, "
-      "mpi-per-tensor)");
+  const std::string& base = info.baseline;
+  notes.print_note("op: sum (no division, so the check is exact); speedup = best " + base +
+                   " median / median; over_" + base + " = median - best " + base +
+                   " median (best of " + baselines + ")");
   notes.print_note("herd: fusion threshold " +
                    (info.fusion_threshold ? "HERD_FUSION_THRESHOLD=" + *info.fusion_threshold
                                           : std::string("at the runtime's default")) +
@@ -45,19 +51,21 @@ void print_notes(const StepTableInfo& info, const Table& notes) {
 void print_step_table(const StepTableInfo& info, const std::vector<StepPathResult>& results,
                       bool csv) {
   const Table notes(stdout, csv);
-  print_notes(info, notes);
+  print_notes(info, results, notes);
   double best_mpi = std::numeric_limits<double>::infinity();
   for (const StepPathResult& r : results) {
-    if (r.mpi_baseline) best_mpi = std::min(best_mpi, r.stats.median_seconds);
+    if (r.baseline) best_mpi = std::min(best_mpi, r.stats.median_seconds);
   }
+  const std::string over = "over_" + info.baseline;
   if (csv) {
     std::printf(
         "model,ranks,tensors,bytes,backward_ms,path,median_ms,mean_ms,algbw_gbps,busbw_gbps,"
-        "speedup,over_mpi_ms,wrong\n");
+        "speedup,%s_ms,wrong\n",
+        over.c_str());
   } else {
-    std::printf("%-15s %10s %10s %9s %9s %8s %10s %8s\n", "path", "median", "mean", "algbw",
-                "busbw", "speedup", "over_mpi", "#wrong");
-    std::printf("%-15s %10s %10s %9s %9s %8s %10s %8s\n", "", "(ms)", "(ms)", "(GB/s)", "(GB/s)",
+    std::printf("%-24s %10s %10s %9s %9s %8s %10s %8s\n", "path", "median", "mean", "algbw",
+                "busbw", "speedup", over.c_str(), "#wrong");
+    std::printf("%-24s %10s %10s %9s %9s %8s %10s %8s\n", "", "(ms)", "(ms)", "(GB/s)", "(GB/s)",
                 "(x)", "(ms)", "");
   }
   for (const StepPathResult& r : results) {
@@ -72,7 +80,7 @@ void print_step_table(const StepTableInfo& info, const std::vector<StepPathResul
                   r.path.c_str(), median * 1e3, r.stats.mean_seconds * 1e3, algbw, busbw, speedup,
                   over_ms, static_cast<long long>(r.wrong));
     } else {
-      std::printf("%-15s %10.2f %10.2f %9.3f %9.3f %8.2f %+10.2f %8lld\n", r.path.c_str(),
+      std::printf("%-24s %10.3f %10.3f %9.3f %9.3f %8.2f %+10.3f %8lld\n", r.path.c_str(),
                   median * 1e3, r.stats.mean_seconds * 1e3, algbw, busbw, speedup, over_ms,
                   static_cast<long long>(r.wrong));
     }

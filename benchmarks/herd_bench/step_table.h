@@ -18,6 +18,10 @@ namespace herd::bench {
 // What one run of the benchmark reduced, for the notes and the CSV columns.
 struct StepTableInfo {
   std::string model;
+  std::string device = "cpu";  // where the gradients live: "cpu", "cuda"
+  // The raw library the baseline rows call ("mpi", "nccl"): the column
+  // over_<baseline> and the notes name it.
+  std::string baseline = "mpi";
   int ranks = 1;
   int tensors = 0;
   int64_t elements = 0;  // over all gradients
@@ -33,15 +37,15 @@ struct StepTableInfo {
 // One path's outcome, on rank 0.
 struct StepPathResult {
   std::string path;
-  StepStats stats;            // of the slowest rank's step times
-  int64_t wrong = 0;          // over all ranks
-  bool mpi_baseline = false;  // a raw MPI path the others are compared with
+  StepStats stats;        // of the slowest rank's step times
+  int64_t wrong = 0;      // over all ranks
+  bool baseline = false;  // a raw path (MPI, NCCL) the others are compared with
 };
 
 // Prints the notes and the table to stdout (the notes to stderr with `csv`).
-// speedup = the best baseline's median / the row's median, and over_mpi =
-// the row's median - the best baseline's median, where the best baseline is
-// the baseline row with the smallest median.
+// speedup = the best baseline's median / the row's median, and
+// over_<baseline> = the row's median - the best baseline's median, where the
+// best baseline is the baseline row with the smallest median.
 void print_step_table(const StepTableInfo& info, const std::vector<StepPathResult>& results,
                       bool csv);
 

@@ -44,9 +44,6 @@ constexpr int kThreadsPerBlock = 256;
 // grid of 1024 covers the chip, and a larger one would only queue more
 // blocks behind them.
 constexpr int64_t kMaxBlocks = 1024;
-// The batched copy's grid, all tasks of a launch together: a lone large task
-// gets the whole chip twice over, 128 small ones 16 blocks each.
-constexpr int64_t kMaxCopyBlocks = 2048;
 // The vector width of the copy (uint4).
 constexpr std::uintptr_t kVectorBytes = 16;
 
@@ -263,21 +260,28 @@ Status launch_fill(void* data, int64_t count, DataType dtype, const unsigned cha
 // ---------------------------------------------------------------------------
 // Batched copy.
 //
-// One launch carries up to kCopyTasksPerLaunch tasks in its parameter; task
-// t is copied by the blocks of grid row blockIdx.y == t. Every row is as wide
-// as the launch's largest task needs, within kMaxCopyBlocks for the whole
-// grid; the rows of smaller tasks have blocks that find nothing to do, which
-// costs less than a launch per size class.
+// One launch carries up to kCopyTasksPerLaunch tasks in its parameter. Each
+// task is cut into pieces of kCopyWordsPerBlock words, one block a piece, and
+// the launch's grid is the pieces of all its tasks back to back: a block
+// finds its task by a binary search over the tasks' first blocks. Work is
+// spread by bytes, not by tasks, so a fusion buffer of one 9 MiB gradient
+// and a hundred small ones keeps every SM busy until the last piece, and a
+// small task costs one block, not a row of idle ones.
 //
-// Within a task the row's threads stride over it in words of the widest
-// width (16 bytes as a uint4, then 8, 4, 2) at which source and destination
-// sit at the same offset, since only then can one access be aligned on both
-// sides: first the head (the bytes before the destination's first word
-// boundary) a byte at a time, then whole words, then the tail (the bytes
-// after the last whole word). Two pointers at different offsets mod 2 leave
-// only bytes. So a float32 tensor whose source and destination offsets are
-// multiples of 4 copies in 4-byte words at worst, and in 16-byte vectors
-// when both are multiples of 16.
+// Within a task the words are of the widest width (16 bytes as a uint4,
+// then 8, 4, 2) at which source and destination sit at the same offset,
+// since only then can one access be aligned on both sides: the head (the
+// bytes before the destination's first word boundary) and the tail (the
+// bytes after the last whole word) go a byte at a time, by the task's first
+// block; the words between go kCopyWordsPerThread per thread, all loaded
+// before any is stored, so that each thread keeps that many loads in flight.
+// Two pointers at different offsets mod 2 leave only bytes. So a float32
+// tensor whose source and destination offsets are multiples of 4 copies in
+// 4-byte words at worst, and in 16-byte vectors when both are multiples of
+// 16.
+
+constexpr int kCopyWordsPerThread = 8;
+constexpr uint64_t kCopyWordsPerBlock = uint64_t{kThreadsPerBlock} * kCopyWordsPerThread;
 
 struct DeviceCopyTask {
   const unsigned char* source;
@@ -287,6 +291,9 @@ struct DeviceCopyTask {
 
 struct CopyBatch {
   DeviceCopyTask tasks[kCopyTasksPerLaunch];
+  // Task t's pieces are blocks first_block[t] .. first_block[t + 1] - 1.
+  uint32_t first_block[kCopyTasksPerLaunch + 1];
+  int task_count;
 };
 static_assert(sizeof(CopyBatch) <= 4096, "a kernel's parameters are limited to 4 KiB");
 
@@ -300,60 +307,92 @@ __host__ __device__ uint64_t shared_alignment(const DeviceCopyTask& task) {
   return width;
 }
 
-// One task's share of this thread, in words of type Word; the caller has
-// checked that source and destination agree modulo sizeof(Word).
-template <typename Word>
-__device__ void copy_in_words(const DeviceCopyTask& task, uint64_t first, uint64_t stride) {
-  constexpr uint64_t kWord = sizeof(Word);
-  const auto misalignment = reinterpret_cast<std::uintptr_t>(task.destination) & (kWord - 1);
-  uint64_t head = (kWord - misalignment) & (kWord - 1);
-  if (head > task.bytes) head = task.bytes;
-  const uint64_t words = (task.bytes - head) / kWord;
-  const uint64_t tail_begin = head + words * kWord;
+// How a task splits into head bytes, whole words of `width` bytes and tail
+// bytes; the same on the host (to size the grid) and on the device.
+struct CopyLayout {
+  uint64_t head;        // bytes before the destination's first word boundary
+  uint64_t words;       // whole words after the head
+  uint64_t tail_begin;  // first byte after the last whole word
+};
 
-  for (uint64_t i = first; i < head; i += stride) task.destination[i] = task.source[i];
+__host__ __device__ CopyLayout layout_of(const DeviceCopyTask& task, uint64_t width) {
+  const auto misalignment = reinterpret_cast<std::uintptr_t>(task.destination) & (width - 1);
+  uint64_t head = (width - misalignment) & (width - 1);
+  if (head > task.bytes) head = task.bytes;
+  const uint64_t words = (task.bytes - head) / width;
+  return CopyLayout{head, words, head + words * width};
+}
+
+// Piece `piece` of one task, in words of type Word; the caller has checked
+// that source and destination agree modulo sizeof(Word).
+template <typename Word>
+__device__ void copy_piece(const DeviceCopyTask& task, uint64_t piece) {
+  const CopyLayout layout = layout_of(task, sizeof(Word));
+  if (piece == 0) {
+    for (uint64_t i = threadIdx.x; i < layout.head; i += kThreadsPerBlock) {
+      task.destination[i] = task.source[i];
+    }
+    for (uint64_t i = layout.tail_begin + threadIdx.x; i < task.bytes; i += kThreadsPerBlock) {
+      task.destination[i] = task.source[i];
+    }
+  }
   // destination + head is word-aligned by the choice of head, and source +
   // head too, because the two agree modulo the word size.
-  const auto* source_words = reinterpret_cast<const Word*>(task.source + head);
-  auto* destination_words = reinterpret_cast<Word*>(task.destination + head);
-  for (uint64_t w = first; w < words; w += stride) destination_words[w] = source_words[w];
-  for (uint64_t i = tail_begin + first; i < task.bytes; i += stride) {
-    task.destination[i] = task.source[i];
+  const auto* __restrict__ source_words = reinterpret_cast<const Word*>(task.source + layout.head);
+  auto* __restrict__ destination_words = reinterpret_cast<Word*>(task.destination + layout.head);
+  const uint64_t first = piece * kCopyWordsPerBlock + threadIdx.x;
+  Word values[kCopyWordsPerThread];
+#pragma unroll
+  for (int k = 0; k < kCopyWordsPerThread; ++k) {
+    const uint64_t w = first + static_cast<uint64_t>(k) * kThreadsPerBlock;
+    if (w < layout.words) values[k] = source_words[w];
+  }
+#pragma unroll
+  for (int k = 0; k < kCopyWordsPerThread; ++k) {
+    const uint64_t w = first + static_cast<uint64_t>(k) * kThreadsPerBlock;
+    if (w < layout.words) destination_words[w] = values[k];
   }
 }
 
-__global__ void __launch_bounds__(kThreadsPerBlock) batched_copy_kernel(CopyBatch batch) {
-  const DeviceCopyTask task = batch.tasks[blockIdx.y];
-  const uint64_t first = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
-  // The same width for the whole row: the branch never diverges in a warp.
+__global__ void __launch_bounds__(kThreadsPerBlock) batched_copy_kernel(const CopyBatch batch) {
+  // This block's task: the last whose first block is not after it.
+  const uint32_t block = blockIdx.x;
+  int low = 0;
+  int high = batch.task_count - 1;
+  while (low < high) {
+    const int middle = (low + high + 1) / 2;
+    if (batch.first_block[middle] <= block) {
+      low = middle;
+    } else {
+      high = middle - 1;
+    }
+  }
+  const DeviceCopyTask task = batch.tasks[low];
+  const uint64_t piece = block - batch.first_block[low];
+  // The same width for the whole block: the branch never diverges in a warp.
   switch (shared_alignment(task)) {
-    case 16: return copy_in_words<uint4>(task, first, stride);
-    case 8: return copy_in_words<uint64_t>(task, first, stride);
-    case 4: return copy_in_words<uint32_t>(task, first, stride);
-    case 2: return copy_in_words<uint16_t>(task, first, stride);
-    default: return copy_in_words<unsigned char>(task, first, stride);
+    case 16: return copy_piece<uint4>(task, piece);
+    case 8: return copy_piece<uint64_t>(task, piece);
+    case 4: return copy_piece<uint32_t>(task, piece);
+    case 2: return copy_piece<uint16_t>(task, piece);
+    default: return copy_piece<unsigned char>(task, piece);
   }
 }
 
-// Words of one task, to size the grid.
-uint64_t copy_work_items(const DeviceCopyTask& task) {
-  return task.bytes / shared_alignment(task) + 1;
+// The blocks of one task: a piece per kCopyWordsPerBlock words, at least one
+// (for the head and tail bytes of a task without whole words).
+uint64_t pieces_of(const DeviceCopyTask& task) {
+  const uint64_t words = layout_of(task, shared_alignment(task)).words;
+  return std::max<uint64_t>(1, (words + kCopyWordsPerBlock - 1) / kCopyWordsPerBlock);
 }
 
-Status launch_copy_batch(const CopyBatch& batch, int tasks_in_batch, uint64_t largest_work,
-                         int64_t launch, cudaStream_t stream) {
-  const int64_t wanted = ceil_div(
-      static_cast<int64_t>(std::min<uint64_t>(largest_work, std::numeric_limits<int64_t>::max())),
-      kThreadsPerBlock);
-  const int64_t most = std::max<int64_t>(1, kMaxCopyBlocks / tasks_in_batch);
-  const dim3 grid(static_cast<unsigned>(std::clamp<int64_t>(wanted, 1, most)),
-                  static_cast<unsigned>(tasks_in_batch));
+Status launch_copy_batch(const CopyBatch& batch, int64_t launch, cudaStream_t stream) {
+  const uint32_t blocks = batch.first_block[batch.task_count];
   (void)cudaGetLastError();  // as in launch_elementwise
-  batched_copy_kernel<<<grid, kThreadsPerBlock, 0, stream>>>(batch);
+  batched_copy_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(batch);
   return HERD_CUDA_STATUS(cudaGetLastError())
-      .with_context(
-          fmt::format("ops::cuda::batched_copy (launch {}, {} tasks): ", launch, tasks_in_batch));
+      .with_context(fmt::format("ops::cuda::batched_copy (launch {}, {} tasks, {} blocks): ",
+                                launch, batch.task_count, blocks));
 }
 
 }  // namespace
@@ -371,26 +410,36 @@ Status batched_copy(const std::vector<CopyTask>& tasks, cudaStream_t stream) {
     }
   }
 
+  // A launch ends at kCopyTasksPerLaunch tasks, or before a task whose
+  // pieces would take its grid past what a block index holds.
+  constexpr uint64_t kMostBlocks = std::numeric_limits<int32_t>::max();
   CopyBatch batch{};
-  int in_batch = 0;
-  uint64_t largest_work = 0;
+  uint64_t blocks = 0;
   int64_t launch = 0;
-  for (const CopyTask& task : tasks) {
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    const CopyTask& task = tasks[i];
     if (task.bytes == 0) continue;
-    DeviceCopyTask& slot = batch.tasks[in_batch++];
-    slot.source = static_cast<const unsigned char*>(task.source);
-    slot.destination = static_cast<unsigned char*>(task.destination);
-    slot.bytes = task.bytes;
-    largest_work = std::max(largest_work, copy_work_items(slot));
-    if (in_batch == kCopyTasksPerLaunch) {
-      HERD_RETURN_IF_ERROR(launch_copy_batch(batch, in_batch, largest_work, launch++, stream));
-      in_batch = 0;
-      largest_work = 0;
+    const DeviceCopyTask device_task{static_cast<const unsigned char*>(task.source),
+                                     static_cast<unsigned char*>(task.destination), task.bytes};
+    const uint64_t pieces = pieces_of(device_task);
+    if (pieces > kMostBlocks) {
+      return Status::error(
+          fmt::format("ops::cuda::batched_copy: task {} of {} ({} bytes) needs {} blocks, more "
+                      "than one launch holds ({})",
+                      i, tasks.size(), task.bytes, pieces, kMostBlocks));
     }
+    if (batch.task_count == kCopyTasksPerLaunch || blocks + pieces > kMostBlocks) {
+      HERD_RETURN_IF_ERROR(launch_copy_batch(batch, launch++, stream));
+      batch = CopyBatch{};
+      blocks = 0;
+    }
+    batch.tasks[batch.task_count] = device_task;
+    batch.first_block[batch.task_count] = static_cast<uint32_t>(blocks);
+    blocks += pieces;
+    ++batch.task_count;
+    batch.first_block[batch.task_count] = static_cast<uint32_t>(blocks);
   }
-  if (in_batch > 0) {
-    HERD_RETURN_IF_ERROR(launch_copy_batch(batch, in_batch, largest_work, launch, stream));
-  }
+  if (batch.task_count > 0) HERD_RETURN_IF_ERROR(launch_copy_batch(batch, launch, stream));
   return Status::ok();
 }
 

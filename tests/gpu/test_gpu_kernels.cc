@@ -61,9 +61,14 @@ class DeviceBuffer {
   void* data() const { return data_; }
   unsigned char* bytes() const { return static_cast<unsigned char*>(data_); }
 
+  // cudaMemcpy from pageable memory may return before its last DMA lands,
+  // and kernels on a non-blocking stream do not wait for the legacy stream
+  // it ran on: without the synchronize, such a DMA can overwrite a kernel's
+  // result (seen on an H200 at 2^20 + 3 elements).
   void upload(const Bytes& host) {
     REQUIRE(host.size() == bytes_);
     HERD_REQUIRE_CUDA(cudaMemcpy(data_, host.data(), bytes_, cudaMemcpyHostToDevice));
+    HERD_REQUIRE_CUDA(cudaDeviceSynchronize());
   }
   Bytes download() const {
     Bytes host(bytes_);

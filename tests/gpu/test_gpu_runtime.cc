@@ -54,9 +54,13 @@ bool cuda_ok(CaseCheck& c, cudaError_t error, const char* call) {
 struct DeviceArray {
   void* data = nullptr;
   std::size_t bytes = 0;
+  // Synchronized: cudaMemcpy from pageable memory may return before its
+  // DMA lands, and herd's non-blocking stream does not wait for the legacy
+  // stream it ran on.
   DeviceArray(const void* host, std::size_t n) : bytes(n) {
     cudaMalloc(&data, n > 0 ? n : 1);
     if (n > 0) cudaMemcpy(data, host, n, cudaMemcpyHostToDevice);
+    cudaDeviceSynchronize();
   }
   ~DeviceArray() { cudaFree(data); }
   DeviceArray(const DeviceArray&) = delete;

@@ -227,7 +227,10 @@ Bytes encoded(DataType dtype, int64_t count, const std::function<double(int64_t)
 }
 
 // ---------------------------------------------------------------------------
-// Device buffers and comparisons.
+// Device buffers and comparisons. Every upload and fill is synchronized:
+// cudaMemcpy from pageable memory may return before its DMA lands, cudaMemset
+// returns at once, and the collectives' non-blocking stream does not wait
+// for the legacy stream both run on.
 
 herd::detail::DeviceMemory upload(const Bytes& host, int device) {
   herd::detail::DeviceMemory memory = herd::detail::allocate(Device::gpu(device), host.size());
@@ -235,6 +238,7 @@ herd::detail::DeviceMemory upload(const Bytes& host, int device) {
     REQUIRE(cudaMemcpy(memory.get(), host.data(), host.size(), cudaMemcpyHostToDevice) ==
             cudaSuccess);
   }
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   return memory;
 }
 
@@ -242,6 +246,7 @@ herd::detail::DeviceMemory upload(const Bytes& host, int device) {
 herd::detail::DeviceMemory filled(std::size_t bytes, unsigned char byte, int device) {
   herd::detail::DeviceMemory memory = herd::detail::allocate(Device::gpu(device), bytes);
   REQUIRE(cudaMemset(memory.get(), byte, bytes > 0 ? bytes : 1) == cudaSuccess);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   return memory;
 }
 
@@ -426,6 +431,7 @@ TEST_CASE("allgatherv: equal and unequal parts, in place and not", "[nccl]") {
           if (in_place && mine > 0) {
             REQUIRE(cudaMemcpy(recv_bytes + my_offset, input.data(), mine,
                                cudaMemcpyHostToDevice) == cudaSuccess);
+            REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
           }
           const void* send =
               in_place ? static_cast<const void*>(recv_bytes + my_offset) : separate.get();
