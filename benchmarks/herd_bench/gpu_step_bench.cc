@@ -62,34 +62,14 @@ int64_t run_gpu_step_bench(const StepBenchOptions& options, MPI_Comm comm) {
   info.baseline = nccl ? "nccl" : "mpi";
   std::vector<StepPathResult> results;
 
-  std::vector<std::string> names;
   std::vector<TensorView> inputs, outputs;
   for (const StepTensor& t : run.plan) {
-    names.push_back("herd-bench/step-gpu/" + t.name);
     inputs.push_back(
         TensorView{device_input(t), DataType::kFloat32, t.shape, device, stream.get()});
     outputs.push_back(
         TensorView{device_output(t), DataType::kFloat32, t.shape, device, stream.get()});
   }
-  std::vector<Handle> handles(run.plan.size());
-  const auto herd_step = [&] {
-    BackwardClock clock(/*submission_blocks=*/false);
-    for (std::size_t k = 0; k < run.plan.size(); ++k) {
-      clock.wait_for_gradient(run.plan[k].gap_seconds);
-      handles[k] = herd::allreduce_async(names[k], inputs[k], outputs[k], ReduceOp::kSum);
-    }
-    for (const Handle& handle : handles) herd::wait(handle);
-  };
-  results.push_back(run.measure("herd", herd_step));
-  // As in step_bench.cc: herd reads HERD_FUSION_THRESHOLD at init.
-  herd::shutdown();
-  {
-    const ScopedEnvironment fusion_off(kFusionThresholdVariable, "0");
-    herd::init();
-    results.push_back(run.measure("herd-nofusion", herd_step));
-    herd::shutdown();
-  }
-  herd::init();
+  run.measure_herd_paths("herd-bench/step-gpu/", inputs, outputs, &results);
 
   const auto after_backward = [&] {
     BackwardClock clock(/*submission_blocks=*/false);

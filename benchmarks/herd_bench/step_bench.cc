@@ -36,8 +36,6 @@ namespace {
 //                   produced; the next layer's backward waits for it.
 // All paths read the same input arena and write the same output arena.
 // With --device cuda the paths are gpu_step_bench.cc's instead.
-constexpr const char* kHerd = "herd";
-constexpr const char* kHerdNoFusion = "herd-nofusion";
 constexpr const char* kMpiFused = "mpi-fused";
 constexpr const char* kMpiPerTensor = "mpi-per-tensor";
 constexpr int kPathCount = 4;
@@ -97,34 +95,12 @@ int64_t run_step_bench(const StepBenchOptions& options, MPI_Comm comm) {
   std::vector<StepPathResult> results;
 
   // herd and herd-nofusion: the same step, before and after the restart.
-  std::vector<std::string> names;
   std::vector<TensorView> inputs, outputs;
   for (const StepTensor& t : run.plan) {
-    names.push_back("herd-bench/step/" + t.name);
     inputs.push_back(TensorView{run.input_of(t), DataType::kFloat32, t.shape});
     outputs.push_back(TensorView{run.output_of(t), DataType::kFloat32, t.shape});
   }
-  std::vector<Handle> handles(run.plan.size());
-  const auto herd_step = [&] {
-    BackwardClock clock(/*submission_blocks=*/false);
-    for (std::size_t k = 0; k < run.plan.size(); ++k) {
-      clock.wait_for_gradient(run.plan[k].gap_seconds);
-      handles[k] = herd::allreduce_async(names[k], inputs[k], outputs[k], ReduceOp::kSum);
-    }
-    for (const Handle& handle : handles) herd::wait(handle);
-  };
-  results.push_back(run.measure(kHerd, herd_step));
-  // herd reads HERD_FUSION_THRESHOLD at init: shut down, set it, start
-  // again. This works because herd-bench, not herd, initialized MPI, so
-  // herd::shutdown leaves MPI running; afterwards herd restarts as it was.
-  herd::shutdown();
-  {
-    const ScopedEnvironment fusion_off(kFusionThresholdVariable, "0");
-    herd::init();
-    results.push_back(run.measure(kHerdNoFusion, herd_step));
-    herd::shutdown();
-  }
-  herd::init();
+  run.measure_herd_paths("herd-bench/step/", inputs, outputs, &results);
 
   // The MPI paths on their own communicator, so that their traffic never
   // meets the barriers and reductions on `comm`.

@@ -124,6 +124,35 @@ StepPathResult StepRun::measure(const char* path, const std::function<void()>& s
   return result;
 }
 
+void StepRun::measure_herd_paths(const std::string& name_prefix,
+                                 const std::vector<TensorView>& inputs,
+                                 const std::vector<TensorView>& outputs,
+                                 std::vector<StepPathResult>* results) {
+  std::vector<std::string> names;
+  for (const StepTensor& t : plan) names.push_back(name_prefix + t.name);
+  std::vector<Handle> handles(plan.size());
+  const auto herd_step = [&] {
+    BackwardClock clock(/*submission_blocks=*/false);
+    for (std::size_t k = 0; k < plan.size(); ++k) {
+      clock.wait_for_gradient(plan[k].gap_seconds);
+      handles[k] = herd::allreduce_async(names[k], inputs[k], outputs[k], ReduceOp::kSum);
+    }
+    for (const Handle& handle : handles) herd::wait(handle);
+  };
+  results->push_back(measure("herd", herd_step));
+  // herd reads HERD_FUSION_THRESHOLD at init: shut down, set it, start
+  // again. This works because herd-bench, not herd, initialized MPI, so
+  // herd::shutdown leaves MPI running; afterwards herd restarts as it was.
+  herd::shutdown();
+  {
+    const ScopedEnvironment fusion_off(kFusionThresholdVariable, "0");
+    herd::init();
+    results->push_back(measure("herd-nofusion", herd_step));
+    herd::shutdown();
+  }
+  herd::init();
+}
+
 int64_t StepRun::count_wrong(const char* path) {
   int64_t wrong = 0;
   int wrong_tensors = 0;

@@ -19,6 +19,7 @@
 #include "benchmarks/herd_bench/step_bench.h"
 #include "benchmarks/herd_bench/step_plan.h"
 #include "benchmarks/herd_bench/step_table.h"
+#include "herd/tensor.h"
 
 namespace herd::bench {
 
@@ -116,6 +117,15 @@ struct StepRun {
   // pass.
   StepPathResult measure(const char* path, const std::function<void()>& step,
                          const std::function<void()>& prepare = nullptr);
+
+  // The rows herd and herd-nofusion: every gradient's view (`inputs`,
+  // `outputs`, in the plan's order) submitted with herd::allreduce_async as
+  // it is produced, under the name `name_prefix` + its parameter's name, then
+  // a wait for all; the second row after restarting herd with
+  // HERD_FUSION_THRESHOLD=0. herd runs as before afterwards.
+  void measure_herd_paths(const std::string& name_prefix, const std::vector<TensorView>& inputs,
+                          const std::vector<TensorView>& outputs,
+                          std::vector<StepPathResult>* results);
 
   // Every element of every gradient in `output` against its closed form.
   // Prints the first wrong element of this rank to stderr, and how many
