@@ -39,9 +39,9 @@ struct CopyTask {
 
 // Tasks one batched_copy launch carries. The batch travels by value as the
 // kernel's parameter (28 bytes a task), which must stay within the 4 KiB
-// that every CUDA version accepts. (CUDA 12.1 accepts up to 32 KiB, but on
-// an H200 a launch that large made a ResNet-50 step of 4 launches 0.5 ms
-// slower, more than the fewer launches saved.)
+// that every CUDA version accepts. (CUDA 12.1 accepts up to 32 KiB, but a
+// launch with such a parameter costs more than the launches it saves;
+// docs/performance.md has the measurement.)
 inline constexpr int kCopyTasksPerLaunch = 128;
 
 // All the copies in as few kernel launches as the tasks allow (a fixed
