@@ -28,18 +28,25 @@ namespace {
 constexpr std::chrono::microseconds kGpuPollInterval{50};
 constexpr std::chrono::microseconds kGpuSpinLimit{2000};
 
-// One thread's watch over GPU work in flight: whether its next look comes at
-// once or after kGpuPollInterval. A watch begins at the first look and
-// ends with reset(), when nothing is in flight any more.
+// One thread's watch over GPU work in flight, between two looks at it: a
+// yield while the watch is younger than kGpuSpinLimit, else `sleep` (a wait
+// of kGpuPollInterval that new work or a completion may cut short). A watch
+// begins at the first pause and ends with reset(), when nothing is in
+// flight any more. Called without the cycle lock.
 class GpuWatch {
  public:
-  bool spinning() {
+  template <typename Sleep>
+  void pause(Sleep&& sleep) {
     const auto now = std::chrono::steady_clock::now();
     if (!watching_) {
       watching_ = true;
       began_ = now;
     }
-    return now - began_ < kGpuSpinLimit;
+    if (now - began_ < kGpuSpinLimit) {
+      std::this_thread::yield();
+    } else {
+      sleep();
+    }
   }
   void reset() { watching_ = false; }
 
@@ -93,17 +100,11 @@ void BackgroundLoop::run() {
       poll_gpu_locked();
       if (finished_) break;
       if (gpu_busy_locked() && !cycle_due_locked()) {
-        const bool spinning = gpu_watch.spinning();
         lock.unlock();
-        if (spinning) {
-          std::this_thread::yield();
-        } else {
-          queue_.wait_for_work(kGpuPollInterval);
-        }
+        gpu_watch.pause([this] { queue_.wait_for_work(kGpuPollInterval); });
         lock.lock();
         continue;
       }
-      if (!gpu_busy_locked()) gpu_watch.reset();
       if (!cycle_due_locked()) continue;
     }
     if (!gpu_busy_locked()) gpu_watch.reset();
@@ -199,15 +200,16 @@ void BackgroundLoop::drive_until_done(const HandleState& handle) {
   // left. Polling or waking often here would take the core from the thread
   // doing the work, which on a rank with one core is the same core.
   // Where the thread holding the lock watches GPU work instead, the handle
-  // completes as soon as its event fires: poll the handle for as long as the
-  // watch spins (see kGpuSpinLimit), not to miss that by a wake-up.
+  // completes as soon as its event fires: look at the handle as a GpuWatch
+  // looks at events, not to miss that by a wake-up.
   constexpr std::chrono::microseconds kRetry{1000};
   GpuWatch gpu_watch;
   while (!handle.done()) {
     std::unique_lock<std::mutex> lock(cycle_mutex_, std::try_to_lock);
     if (!lock.owns_lock()) {
-      if (!gpu_in_flight_.load() ||
-          !spin_until([&handle] { return handle.done(); }, kGpuSpinLimit)) {
+      if (gpu_in_flight_.load()) {
+        gpu_watch.pause([&handle] { handle.wait_for(kGpuPollInterval); });
+      } else {
         handle.wait_for(kRetry);
       }
       continue;
@@ -217,13 +219,8 @@ void BackgroundLoop::drive_until_done(const HandleState& handle) {
       // The handle's GPU work is in flight: watch for it (see run()).
       poll_gpu_locked();
       if (!handle.done()) {
-        const bool spinning = gpu_watch.spinning();
         lock.unlock();
-        if (spinning) {
-          std::this_thread::yield();
-        } else {
-          handle.wait_for(kGpuPollInterval);
-        }
+        gpu_watch.pause([&handle] { handle.wait_for(kGpuPollInterval); });
       }
       continue;
     }

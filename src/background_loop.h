@@ -144,7 +144,7 @@ class BackgroundLoop final : public CycleDriver,
   std::atomic<bool> work_left_{false};
   // gpu_busy_locked() after the last step, for a waiter that finds the lock
   // taken: GPU work completes within microseconds of its event, so such a
-  // waiter polls its handle rather than sleep on it.
+  // waiter watches its handle as a GpuWatch does rather than sleep on it.
   std::atomic<bool> gpu_in_flight_{false};
 
   ResponseCache cache_;

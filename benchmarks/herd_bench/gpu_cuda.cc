@@ -66,21 +66,24 @@ void poison_device(void* data, std::size_t bytes, cudaStream_t stream) {
   HERD_BENCH_CUDA(cudaStreamSynchronize(stream));
 }
 
-double time_device_copy(void* to, const void* from, std::size_t bytes, int warmup, int iterations,
-                        cudaStream_t stream) {
-  for (int i = 0; i < warmup; ++i) {
-    HERD_BENCH_CUDA(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream));
-  }
+double time_queued(const std::function<void()>& queue, int warmup, int iterations,
+                   cudaStream_t stream) {
+  for (int i = 0; i < warmup; ++i) queue();
   CudaEvent start, stop;
   HERD_BENCH_CUDA(cudaEventRecord(start.get(), stream));
-  for (int i = 0; i < iterations; ++i) {
-    HERD_BENCH_CUDA(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream));
-  }
+  for (int i = 0; i < iterations; ++i) queue();
   HERD_BENCH_CUDA(cudaEventRecord(stop.get(), stream));
   HERD_BENCH_CUDA(cudaEventSynchronize(stop.get()));
   float milliseconds = 0;
   HERD_BENCH_CUDA(cudaEventElapsedTime(&milliseconds, start.get(), stop.get()));
   return milliseconds * 1e-3 / iterations;
+}
+
+double time_device_copy(void* to, const void* from, std::size_t bytes, int warmup, int iterations,
+                        cudaStream_t stream) {
+  return time_queued(
+      [&] { HERD_BENCH_CUDA(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream)); },
+      warmup, iterations, stream);
 }
 
 GpuPlacement select_gpu(MPI_Comm comm, int local_rank) {

@@ -13,6 +13,7 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <functional>
 #include <string>
 
 namespace herd::bench {
@@ -58,10 +59,14 @@ void copy_to_host(void* host, const void* device, std::size_t bytes, cudaStream_
 // GPU counterpart of bench_sweep.h's poison().
 void poison_device(void* data, std::size_t bytes, cudaStream_t stream);
 
-// The d2d ceiling on the calling rank: `warmup` untimed, then `iterations`
-// timed cudaMemcpyAsync calls of `bytes` from `from` to `to` (device memory)
-// back to back on `stream`, timed with CUDA events around the timed ones.
-// Returns the mean seconds of one copy.
+// `warmup` untimed calls of `queue` (which only queues work on `stream`),
+// then `iterations` timed ones back to back, timed with CUDA events around
+// them. Returns the mean seconds of one call.
+double time_queued(const std::function<void()>& queue, int warmup, int iterations,
+                   cudaStream_t stream);
+
+// The d2d ceiling on the calling rank: time_queued of one cudaMemcpyAsync of
+// `bytes` from `from` to `to` (device memory).
 double time_device_copy(void* to, const void* from, std::size_t bytes, int warmup, int iterations,
                         cudaStream_t stream);
 

@@ -65,24 +65,6 @@ FusionCase uniform_case(std::size_t tensors, std::size_t bytes) {
   return c;
 }
 
-// Seconds per call of `queue` (which only queues work on `stream`).
-template <typename QueueFn>
-double time_queued(QueueFn&& queue, int warmup, int iterations, cudaStream_t stream) {
-  for (int i = 0; i < warmup; ++i) queue();
-  cudaEvent_t start = nullptr, stop = nullptr;
-  HERD_BENCH_CUDA(cudaEventCreate(&start));
-  HERD_BENCH_CUDA(cudaEventCreate(&stop));
-  HERD_BENCH_CUDA(cudaEventRecord(start, stream));
-  for (int i = 0; i < iterations; ++i) queue();
-  HERD_BENCH_CUDA(cudaEventRecord(stop, stream));
-  HERD_BENCH_CUDA(cudaEventSynchronize(stop));
-  float milliseconds = 0;
-  HERD_BENCH_CUDA(cudaEventElapsedTime(&milliseconds, start, stop));
-  (void)cudaEventDestroy(start);
-  (void)cudaEventDestroy(stop);
-  return milliseconds * 1e-3 / iterations;
-}
-
 void check_status(const Status& status) {
   if (!status.is_ok()) throw std::runtime_error(status.message());
 }
@@ -139,21 +121,24 @@ int64_t run_case(const FusionCase& c, const FusionBenchOptions& options, const D
     table.print_row(r);
     return r.algbw_gbps;
   };
+  // One batched copy timed, its destination poisoned before and checked
+  // after against `expected`; returns the seconds, counts the wrong bytes.
   std::vector<unsigned char> actual(total);
-  // Pack: poisoned first, checked after the timed calls.
-  poison_device(fused, total, stream);
-  const double pack_seconds =
-      time_queued([&] { check_status(ops::cuda::batched_copy(pack, stream)); }, options.warmup,
-                  options.iterations, stream);
-  copy_to_host(actual.data(), fused, total, stream);
-  const int64_t pack_wrong = count_different(packed_expected, actual);
-  // Unpack, from the packed buffer just checked.
-  poison_device(out, total, stream);
-  const double unpack_seconds =
-      time_queued([&] { check_status(ops::cuda::batched_copy(unpack, stream)); }, options.warmup,
-                  options.iterations, stream);
-  copy_to_host(actual.data(), out, total, stream);
-  const int64_t unpack_wrong = count_different(host, actual);
+  const auto time_batched = [&](const std::vector<ops::cuda::CopyTask>& tasks,
+                                unsigned char* destination,
+                                const std::vector<unsigned char>& expected, int64_t* wrong) {
+    poison_device(destination, total, stream);
+    const double seconds =
+        time_queued([&] { check_status(ops::cuda::batched_copy(tasks, stream)); }, options.warmup,
+                    options.iterations, stream);
+    copy_to_host(actual.data(), destination, total, stream);
+    *wrong = count_different(expected, actual);
+    return seconds;
+  };
+  int64_t pack_wrong = 0, unpack_wrong = 0;
+  const double pack_seconds = time_batched(pack, fused, packed_expected, &pack_wrong);
+  // Unpack from the packed buffer just checked.
+  const double unpack_seconds = time_batched(unpack, out, host, &unpack_wrong);
   const double per_tensor_seconds = time_queued(
       [&] {
         for (const ops::cuda::CopyTask& task : pack) {

@@ -75,20 +75,12 @@ int64_t run_gpu_step_bench(const StepBenchOptions& options, MPI_Comm comm) {
     BackwardClock clock(/*submission_blocks=*/false);
     for (const StepTensor& t : run.plan) clock.wait_for_gradient(t.gap_seconds);
   };
-  if (!nccl) {
-    results.push_back(run.measure("mpi-staged-one-buffer", [&] {
-      after_backward();
-      baseline->allreduce(input.data(), output.data(), run.total, DataType::kFloat32,
-                          ReduceOp::kSum);
-    }));
-    results.back().baseline = true;
-  } else {
-    results.push_back(run.measure("nccl-one-buffer", [&] {
-      after_backward();
-      baseline->allreduce(input.data(), output.data(), run.total, DataType::kFloat32,
-                          ReduceOp::kSum);
-    }));
-    results.back().baseline = true;
+  results.push_back(run.measure(nccl ? "nccl-one-buffer" : "mpi-staged-one-buffer", [&] {
+    after_backward();
+    baseline->allreduce(input.data(), output.data(), run.total, DataType::kFloat32, ReduceOp::kSum);
+  }));
+  results.back().baseline = true;
+  if (nccl) {
     results.push_back(run.measure(
         "nccl-one-buffer-inplace",
         [&] {

@@ -16,6 +16,12 @@
 #include "benchmarks/herd_bench/bench_mpi.h"
 
 namespace herd::bench {
+namespace {
+
+// herd reads its settings at herd::init; this one turns fusion off.
+constexpr const char* kFusionThresholdVariable = "HERD_FUSION_THRESHOLD";
+
+}  // namespace
 
 BackwardClock::BackwardClock(bool submission_blocks)
     : submission_blocks_(submission_blocks), deadline_(Clock::now()) {}

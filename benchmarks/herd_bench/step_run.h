@@ -23,9 +23,6 @@
 
 namespace herd::bench {
 
-// herd reads its settings at herd::init; this one turns fusion off.
-inline constexpr const char* kFusionThresholdVariable = "HERD_FUSION_THRESHOLD";
-
 // Stands for the backward pass's compute: before each gradient is submitted,
 // the step's thread sleeps until that gradient's layer would be done. Asleep,
 // not busy: the compute stands for a GPU's (or otherwise offloaded) work, and
