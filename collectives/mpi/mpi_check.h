@@ -1,0 +1,53 @@
+// HERD_MPI_STATUS / HERD_MPI_RETURN_IF_ERROR / HERD_MPI_CHECK: every MPI call
+// herd makes is checked, with the call, the file and line and MPI's text for
+// the error code. The MPI counterpart of common/cuda/cuda_check.h and
+// collectives/nccl/nccl_check.h.
+//
+// herd sets MPI_ERRORS_RETURN on every communicator it uses, so a failed call
+// comes back here instead of aborting the job. Code whose errors travel as a
+// Status (the background thread, the transports) uses HERD_MPI_STATUS or
+// HERD_MPI_RETURN_IF_ERROR; code on the caller's thread that reports with an
+// exception (init, shutdown, setup of a communicator) uses HERD_MPI_CHECK,
+// which throws herd::Error.
+#pragma once
+
+#include <string>
+
+#include <mpi.h>
+
+#include <fmt/format.h>
+
+#include "common/status.h"
+#include "herd/error.h"
+
+namespace herd::detail {
+
+// MPI's text for an error code: "MPI_ERR_TRUNCATE: message truncated".
+inline std::string mpi_error_text(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) {
+    return fmt::format("unknown MPI error code {}", code);
+  }
+  return std::string(text, static_cast<std::size_t>(length));
+}
+
+// Status::ok() for MPI_SUCCESS; otherwise "<call> failed at file:line:
+// <MPI's text>".
+inline Status mpi_status(int code, const char* call, const char* file, int line) {
+  if (code == MPI_SUCCESS) return Status::ok();
+  return Status::error(fmt::format("{} failed at {}:{}: {}", call, file, line, mpi_error_text(code)));
+}
+
+// Throws herd::Error("herd: <message>") when the status failed.
+inline void throw_if_failed(const Status& status) {
+  if (!status.is_ok()) throw Error("herd: " + status.message());
+}
+
+}  // namespace herd::detail
+
+#define HERD_MPI_STATUS(call) ::herd::detail::mpi_status((call), #call, __FILE__, __LINE__)
+
+#define HERD_MPI_RETURN_IF_ERROR(call) HERD_RETURN_IF_ERROR(HERD_MPI_STATUS(call))
+
+#define HERD_MPI_CHECK(call) ::herd::detail::throw_if_failed(HERD_MPI_STATUS(call))
