@@ -1,10 +1,14 @@
 // Transport: how collectives move bytes between ranks. Nothing else.
 //
 // The algorithms in collectives/ are written against this interface only, so
-// each one runs unchanged over MPI point-to-point (collectives/mpi), over an
-// in-process fabric where threads play ranks (collectives/inproc, used by the
-// unit tests) and later over NCCL. A Transport is used by one thread at a
-// time: in herd, the runtime's background thread.
+// each one runs unchanged over MPI point-to-point (collectives/mpi) and over
+// an in-process fabric where threads play ranks (collectives/inproc, used by
+// the unit tests). They move host memory: GPU tensors reach them as pinned
+// host copies (the MPI path of GPU collectives, the cross-node step of the
+// hierarchical allreduce), while NCCL's own collectives on device memory
+// (collectives/nccl) do not go through a Transport. A Transport is used by
+// one thread at a time: in herd, whichever thread runs its process set's
+// cycles.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,5 @@
 #include "src/background_loop.h"
 
-#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <thread>
@@ -10,7 +9,6 @@
 #include "common/enforce.h"
 #include "common/logging.h"
 #include "common/thread_role.h"
-#include "ops/reduce.h"
 #include "src/cycle_bits.h"
 #include "src/fusion_plan.h"
 #include "src/spin_wait.h"
@@ -79,7 +77,8 @@ BackgroundLoop::BackgroundLoop(const Config& config, TensorQueue& queue, Control
                            static_cast<std::size_t>(config.ring_segment_bytes), global_ranks_),
       gpu_(gpu),
       gpu_context_(with_config(std::move(gpu_context), &config_)),
-      cache_(static_cast<std::size_t>(config.cache_capacity)) {
+      cache_(static_cast<std::size_t>(config.cache_capacity)),
+      join_(control.rank(), global_ranks_) {
   if (control_.rank() == 0) coordinator_.emplace(control_.size(), global_ranks_);
 }
 
@@ -129,12 +128,11 @@ void BackgroundLoop::run() {
 }
 
 bool BackgroundLoop::idle_locked() const {
-  return !join_requested_.load() && cached_pending_.empty() && negotiating_.empty() &&
-         uncached_.empty();
+  return !join_.requested() && cached_pending_.empty() && negotiating_.empty() && uncached_.empty();
 }
 
 bool BackgroundLoop::cycle_due_locked() {
-  return queue_.has_work() || shutdown_requested_.load() || join_requested_.load();
+  return queue_.has_work() || shutdown_requested_.load() || join_.requested();
 }
 
 CompleteFn BackgroundLoop::completer() {
@@ -234,10 +232,7 @@ void BackgroundLoop::drive_until_done(const HandleState& handle) {
 }
 
 Status BackgroundLoop::run_cycle(bool* stop) {
-  // Whether this rank has joined is read once: the whole cycle must see one
-  // answer, whatever the application thread does meanwhile.
-  const bool joined = join_requested_.load();
-  joined_this_cycle_ = joined;
+  const bool joined = join_.begin_cycle();
   HERD_RETURN_IF_ERROR(poll_gpu());
   for (TensorEntry& entry : queue_.drain()) classify(std::move(entry));
 
@@ -252,7 +247,7 @@ Status BackgroundLoop::run_cycle(bool* stop) {
   bits.joined = joined;
   // A joined rank is ready for every cached allreduce: the ranks still
   // running decide alone which of them go.
-  if (joined) bits.ready_slots = joinable_cached_slots();
+  if (joined) bits.ready_slots = join_.joinable_slots(cache_);
   // Every rank's cache is the same at the start of a cycle, so all agree on
   // the bound, and with it on the vector's length.
   const std::size_t slot_bound = cache_.slot_bound();
@@ -263,13 +258,13 @@ Status BackgroundLoop::run_cycle(bool* stop) {
     *stop = true;
     return Status::ok();
   }
-  if (static_cast<int>(agreement.joined_ranks.size()) == control_.size()) {
-    finish_join(agreement.joined_ranks);
+  const JoinState::Progress join_progress = join_.agree(agreement.joined_ranks);
+  if (join_progress == JoinState::Progress::kAllJoined) {
+    if (coordinator_) coordinator_->set_joined({});
     return Status::ok();
   }
-  const bool joined_changed = agreement.joined_ranks != joined_ranks_;
-  joined_ranks_ = agreement.joined_ranks;
-  if (joined_changed && coordinator_) coordinator_->set_joined(joined_ranks_);
+  const bool joined_changed = join_progress == JoinState::Progress::kChanged;
+  if (joined_changed && coordinator_) coordinator_->set_joined(join_.joined_ranks());
 
   // Every rank erases the same slots, so caches stay identical.
   for (uint32_t slot : agreement.invalid_anywhere) {
@@ -286,11 +281,11 @@ Status BackgroundLoop::run_cycle(bool* stop) {
     } else {
       // Only a joined rank can be ready for a slot it has no entry for.
       HERD_ENFORCE(joined);
-      agreed.push_back(Agreed{cache_.response(slot), stand_in_entry(cache_.response(slot))});
+      agreed.push_back(Agreed{cache_.response(slot), join_.stand_in_entry(cache_.response(slot))});
     }
     cache_.touch(slot);
   }
-  if (!joined_ranks_.empty()) fail_cached_entries_blocked_by_join();
+  if (!join_.joined_ranks().empty()) fail_cached_entries_blocked_by_join();
   ran_something_ = !agreed.empty() || agreement.any_uncached;
   if (agreement.any_uncached || !agreement.invalid_anywhere.empty() || joined_changed) {
     Status status = negotiate(&agreed);
@@ -333,94 +328,20 @@ void BackgroundLoop::report_stalls() {
 std::shared_ptr<HandleState> BackgroundLoop::join(int* last_rank) {
   auto handle = std::make_shared<HandleState>("join");
   handle->set_driver(weak_from_this());
-  {
-    std::lock_guard<std::mutex> lock(join_mutex_);
-    if (join_handle_) {
-      handle->complete(Status::error("join: this rank is already waiting in herd::join"));
-      return handle;
-    }
-    join_handle_ = handle;
-    join_last_rank_ = last_rank;
-  }
-  join_requested_.store(true);
-  queue_.wake();
+  if (join_.request(handle, last_rank)) queue_.wake();
   return handle;
 }
 
-void BackgroundLoop::finish_join(const std::vector<int>& all_ranks) {
-  // The last to join: among the ranks that joined in this very cycle (those
-  // not yet joined last cycle), the highest.
-  int last = all_ranks.back();
-  for (int rank : all_ranks) {
-    if (!std::binary_search(joined_ranks_.begin(), joined_ranks_.end(), rank)) last = rank;
-  }
-  joined_ranks_.clear();
-  if (coordinator_) coordinator_->set_joined({});
-  std::shared_ptr<HandleState> handle;
-  {
-    std::lock_guard<std::mutex> lock(join_mutex_);
-    handle = std::move(join_handle_);
-    if (join_last_rank_ != nullptr)
-      *join_last_rank_ = global_ranks_[static_cast<std::size_t>(last)];
-    join_last_rank_ = nullptr;
-    join_requested_.store(false);
-  }
-  if (handle) handle->complete(Status::ok());
-}
-
-std::vector<uint32_t> BackgroundLoop::joinable_cached_slots() const {
-  std::vector<uint32_t> slots;
-  for (uint32_t slot = 0; slot < cache_.slot_bound(); ++slot) {
-    if (!cache_.occupied(slot)) continue;
-    const CollectiveType type = cache_.response(slot).collective;
-    if (type == CollectiveType::kAllreduce || type == CollectiveType::kGroupedAllreduce) {
-      slots.push_back(slot);
-    }
-  }
-  return slots;
-}
-
 void BackgroundLoop::fail_cached_entries_blocked_by_join() {
-  // Only allreduces proceed without the joined ranks; anything else waiting
-  // on the cache would wait for them for ever.
-  std::vector<std::string> joined;
-  for (int rank : joined_ranks_) joined.push_back(std::to_string(global_ranks_[rank]));
   for (auto it = cached_pending_.begin(); it != cached_pending_.end();) {
-    const CollectiveType type = it->second.request.type;
-    if (type == CollectiveType::kAllreduce || type == CollectiveType::kGroupedAllreduce) {
+    const Status status = join_.check_runs_while_joined(it->second);
+    if (status.is_ok()) {
       ++it;
       continue;
     }
-    complete(it->second,
-             Status::error(fmt::format("{}: ranks [{}] have joined (herd::join); only allreduce "
-                                       "and grouped allreduce run while ranks are joined",
-                                       it->second.handle->description(), fmt::join(joined, ", "))));
+    complete(it->second, status);
     it = cached_pending_.erase(it);
   }
-}
-
-TensorEntry BackgroundLoop::stand_in_entry(const Response& response) const {
-  TensorEntry entry;
-  entry.request.rank = control_.rank();
-  entry.request.type = response.collective;
-  entry.request.name = response.name;
-  entry.request.dtype = response.dtype;
-  entry.request.op = response.op;
-  entry.request.shape = response.shape;
-  entry.request.group_shapes = response.group_shapes;
-  const int64_t count = response.num_elements();
-  entry.owned_storage.reset(new uint8_t[std::max<std::size_t>(response.num_bytes(), 1)]);
-  ops::fill_identity(entry.owned_storage.get(), count, response.dtype, response.op);
-  entry.input = TensorView{entry.owned_storage.get(), response.dtype, response.shape};
-  entry.output = entry.input;
-  std::size_t offset = 0;
-  for (const std::vector<int64_t>& shape : response.group_shapes) {
-    TensorView member{entry.owned_storage.get() + offset, response.dtype, shape};
-    entry.group_inputs.push_back(member);
-    entry.group_outputs.push_back(member);
-    offset += member.num_bytes();
-  }
-  return entry;
 }
 
 void BackgroundLoop::classify(TensorEntry entry) {
@@ -489,13 +410,13 @@ Status BackgroundLoop::negotiate(std::vector<Agreed>* agreed) {
     }
     auto pending = negotiating_.find(response.name);
     if (pending == negotiating_.end()) {
-      if (joined_this_cycle_ && response.type == ResponseType::kExecute) {
+      if (join_.joined_this_cycle() && response.type == ResponseType::kExecute) {
         // The others run it while this rank has joined: take part with the
         // identity of the op.
-        agreed->push_back(Agreed{response, stand_in_entry(response)});
+        agreed->push_back(Agreed{response, join_.stand_in_entry(response)});
         continue;
       }
-      if (joined_this_cycle_) continue;  // an error for the ranks that asked
+      if (join_.joined_this_cycle()) continue;  // an error for the ranks that asked
       return Status::error(fmt::format("rank 0 answered for '{}', which rank {} has not requested",
                                        response.name, control_.rank()));
     }
@@ -552,8 +473,8 @@ Status BackgroundLoop::execute(std::vector<Agreed>* agreed) {
     HERD_LOG(kTrace, "{} of {} tensor(s), {} bytes, first '{}'", to_string(spec.collective),
              entries.size(), group.total_bytes, spec.name);
     Contribution contribution;
-    contribution.ranks = control_.size() - static_cast<int>(joined_ranks_.size());
-    contribution.identity = joined_this_cycle_;
+    contribution.ranks = control_.size() - static_cast<int>(join_.joined_ranks().size());
+    contribution.identity = join_.joined_this_cycle();
     Status status;
     if (spec.device.type == DeviceType::kGPU) {
       // Moves the entries on success: their handles complete in poll_gpu.
@@ -598,13 +519,7 @@ void BackgroundLoop::fail_everything(const std::string& reason, std::vector<Agre
   // GPU work in flight finishes (or times out) before its handles complete:
   // until then the GPU may still write the callers' outputs.
   if (gpu_executor_) gpu_executor_->stop(reason, completer());
-  std::shared_ptr<HandleState> join_handle;
-  {
-    std::lock_guard<std::mutex> lock(join_mutex_);
-    join_handle = std::move(join_handle_);
-    join_last_rank_ = nullptr;
-  }
-  if (join_handle) join_handle->complete(Status::error("join: " + reason));
+  join_.fail(reason);
 }
 
 }  // namespace herd::detail

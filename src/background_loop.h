@@ -1,4 +1,5 @@
-// BackgroundLoop: the body of herd's one background thread per process.
+// BackgroundLoop: the body of the background thread of one process set, on
+// one member rank (each set this rank belongs to has its own).
 //
 // Each cycle it (1) drains newly submitted tensors from the TensorQueue and
 // sorts them into "settled by the response cache" and "needs the
@@ -10,6 +11,7 @@
 // over the agreed responses (cached ones in slot order, then negotiated ones in
 // the coordinator's order: the same list on every rank) and executes each
 // group. The loop is the only user of the control channel and the transport.
+// herd::join's part of the cycle lives in JoinState (join_state.h).
 //
 // It ends when any rank asks to shut down, or on a fatal error; either way
 // every operation still pending fails with the reason and the queue is closed.
@@ -41,6 +43,7 @@
 #include "src/cycle_driver.h"
 #include "src/fusion_executor.h"
 #include "src/gpu_support.h"
+#include "src/join_state.h"
 #include "src/response_cache.h"
 #include "src/tensor_queue.h"
 
@@ -116,11 +119,8 @@ class BackgroundLoop final : public CycleDriver,
                                   ResponseList* responses);
   [[nodiscard]] Status execute(std::vector<Agreed>* agreed);
   void complete(TensorEntry& entry, const Status& status);
-  void finish_join(const std::vector<int>& all_ranks);
-  std::vector<uint32_t> joinable_cached_slots() const;
+  // While ranks are joined, fails the cached entries other than allreduces.
   void fail_cached_entries_blocked_by_join();
-  // A joined rank's stand-in for a tensor it never submitted.
-  TensorEntry stand_in_entry(const Response& response) const;
   void fail_everything(const std::string& reason, std::vector<Agreed>* in_flight);
 
   const Config config_;
@@ -158,13 +158,7 @@ class BackgroundLoop final : public CycleDriver,
   bool ran_something_ = false;  // the last agreement executed or negotiated something
   std::unique_ptr<GpuExecutor> gpu_executor_;  // made at the first GPU response
 
-  // herd::join.
-  std::atomic<bool> join_requested_{false};
-  bool joined_this_cycle_ = false;  // join_requested_ as this cycle read it
-  std::mutex join_mutex_;           // guards join_handle_ and join_last_rank_
-  std::shared_ptr<HandleState> join_handle_;
-  int* join_last_rank_ = nullptr;
-  std::vector<int> joined_ranks_;  // set ranks that had joined at the last agreement
+  JoinState join_;  // herd::join; request() and requested() from any thread
 };
 
 }  // namespace herd::detail

@@ -1,16 +1,18 @@
-// ControlChannel: the small collectives of the negotiation, over MPI.
+// ControlChannel: the small collectives of the negotiation.
 //
-// Owned by the Runtime, used only by the background thread, on a
-// communicator of its own (an MPI_Comm_dup of the world) so its messages
-// never meet the data transport's or the application's. Every method is a
-// collective: all ranks call it in the same order. Failures come back as
-// Status with the MPI call and MPI's error text.
+// One per process set on each member rank, used only by the thread running
+// that set's cycles (BackgroundLoop; the cycle lock lets one run at a time).
+// Every method is a collective: all ranks of the set call it in the same
+// order. Failures come back as Status, naming the rank and what failed.
+//
+// Two implementations: MpiControlChannel (mpi_control_channel.h), which the
+// set's ProcessSetState owns, on a communicator of the set's own; and
+// InprocControlChannel (inproc_control_channel.h), where threads play ranks,
+// so that the background loop runs in unit tests without MPI.
 #pragma once
 
 #include <cstdint>
 #include <vector>
-
-#include <mpi.h>
 
 #include "common/status.h"
 
@@ -18,26 +20,21 @@ namespace herd::detail {
 
 class ControlChannel {
  public:
-  // Sets MPI_ERRORS_RETURN on `comm`; the caller keeps ownership of it.
-  explicit ControlChannel(MPI_Comm comm);
+  virtual ~ControlChannel() = default;
 
-  int rank() const { return rank_; }
-  int size() const { return size_; }
+  // This rank's position in the set, and the set's size.
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
 
   // words[i] = AND over ranks of words[i]; every rank passes the same length.
-  [[nodiscard]] Status and_allreduce(std::vector<uint64_t>* words);
+  [[nodiscard]] virtual Status and_allreduce(std::vector<uint64_t>* words) = 0;
 
   // Rank 0 receives every rank's bytes (per_rank[r]); other ranks get nothing.
-  [[nodiscard]] Status gather_to_root(const std::vector<uint8_t>& mine,
-                                      std::vector<std::vector<uint8_t>>* per_rank);
+  [[nodiscard]] virtual Status gather_to_root(const std::vector<uint8_t>& mine,
+                                              std::vector<std::vector<uint8_t>>* per_rank) = 0;
 
   // Every rank ends with rank 0's bytes.
-  [[nodiscard]] Status broadcast_from_root(std::vector<uint8_t>* bytes);
-
- private:
-  MPI_Comm comm_;
-  int rank_ = 0;
-  int size_ = 1;
+  [[nodiscard]] virtual Status broadcast_from_root(std::vector<uint8_t>* bytes) = 0;
 };
 
 }  // namespace herd::detail

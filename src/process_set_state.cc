@@ -7,6 +7,7 @@
 #include "herd/error.h"
 #include "src/blocking_call.h"
 #include "src/handle_state.h"
+#include "src/mpi_control_channel.h"
 
 namespace herd::detail {
 namespace {
@@ -34,7 +35,7 @@ ProcessSetState::ProcessSetState(int id, std::vector<int> ranks, MPI_Comm comm,
   transport_ = std::make_unique<collectives::MpiTransport>(
       data_comm_, collectives::kMaxMpiMessageBytes,
       collectives::agree_eager_piece_bytes(data_comm_, config.eager_piece_bytes));
-  control_ = std::make_unique<ControlChannel>(control_comm_);
+  control_ = std::make_unique<MpiControlChannel>(control_comm_);
   const ShmPath shm = make_shm_path(config);
   const std::string stop_reason =
       id_ == 0 ? "herd was shut down (herd::shutdown on some rank) before the operation completed"
