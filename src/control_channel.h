@@ -6,9 +6,9 @@
 // order. Failures come back as Status, naming the rank and what failed.
 //
 // Two implementations: MpiControlChannel (mpi_control_channel.h), which the
-// set's ProcessSetState owns, on a communicator of the set's own; and
-// InprocControlChannel (inproc_control_channel.h), where threads play ranks,
-// so that the background loop runs in unit tests without MPI.
+// set's ProcessSetState owns, on a communicator of the set's own; and the
+// channels of an InprocControlWorld (inproc_control_channel.h), where threads
+// play ranks, so that the background loop runs in unit tests without MPI.
 #pragma once
 
 #include <cstdint>
