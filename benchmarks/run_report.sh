@@ -11,8 +11,11 @@
 #   - herd-bench step --model bert-base at 2 ranks;
 # each run's CSV in OUT_DIR (stderr, with the notes, beside it in .log), then
 # OUT_DIR/report.md: bench_median.py's tables (medians, and the same-run
-# ratios of herd against raw MPI), and OUT_DIR/allreduce_busbw.png, the plot
-# of the medians. Exits non-zero if any run failed or had a wrong element.
+# ratios of herd against raw MPI), OUT_DIR/allreduce_busbw.png, the plot of
+# the medians, and OUT_DIR/results/NAME.json, each table as the data file that
+# docs/performance.md's table NAME is rendered from (benchmarks/doc_tables.py:
+# copy them to benchmarks/results/ and run its update). Exits non-zero if any
+# run failed or had a wrong element.
 #
 # Build first (scripts/build.sh). Run it on a quiet machine: it is a
 # measurement, and anything else running on the cores shows in the numbers.
@@ -33,14 +36,19 @@ if [[ ! -x "$bench" ]]; then
   echo "run_report: $bench is missing; run scripts/build.sh first" >&2
   exit 2
 fi
-mkdir -p "$out"
+mkdir -p "$out/results"
 mapfile -t mpirun_flags < <(herd_mpirun_flags)
+
+# The herd-bench command of each table, by the table's name (a run's name
+# less its _runN), for the data files.
+declare -A commands
 
 # run NAME RANKS ARGS...: one herd-bench run, with a time limit so that a
 # hang cannot stall the report.
 run() {
   local name="$1" ranks="$2"
   shift 2
+  commands["${name%_run*}"]="mpirun -np $ranks herd-bench $* --csv"
   timeout 900 mpirun "${mpirun_flags[@]}" -np "$ranks" "$bench" "$@" --csv -q \
     >"$out/$name.csv" 2>"$out/$name.log"
 }
@@ -61,22 +69,27 @@ status=0
   echo
   for ranks in 2 4; do
     "$python" benchmarks/bench_median.py --title "allreduce, float32 sum, $ranks ranks" \
-      --median-csv "$out/allreduce_np${ranks}_median.csv" "$out"/allreduce_np"${ranks}"_run*.csv ||
-      status=1
+      --median-csv "$out/allreduce_np${ranks}_median.csv" \
+      --json "$out/allreduce_np${ranks}.json" "$out"/allreduce_np"${ranks}"_run*.csv || status=1
     echo
     "$python" benchmarks/bench_median.py --title "ResNet-50 step, $ranks ranks" \
-      "$out"/step_resnet50_np"${ranks}"_run*.csv || status=1
+      --json "$out/step_resnet50_np${ranks}.json" "$out"/step_resnet50_np"${ranks}"_run*.csv ||
+      status=1
     echo
   done
   "$python" benchmarks/bench_median.py \
     --title "ResNet-50 step with 40 ms of backward compute, 2 ranks" \
-    "$out"/step_resnet50_bw40_np2_run*.csv || status=1
+    --json "$out/step_resnet50_bw40_np2.json" "$out"/step_resnet50_bw40_np2_run*.csv || status=1
   echo
   "$python" benchmarks/bench_median.py --title "BERT-base step, 2 ranks" \
-    "$out"/step_bert-base_np2_run*.csv || status=1
+    --json "$out/step_bert-base_np2.json" "$out"/step_bert-base_np2_run*.csv || status=1
 } >"$out/report.md"
+for name in "${!commands[@]}"; do
+  "$python" benchmarks/doc_tables.py record "$out/$name.json" \
+    --command "${commands[$name]}" -o "$out/results/$name.json" || status=1
+done
 "$python" benchmarks/plot_busbw.py --title "allreduce busbw, float32 sum (medians of $runs runs)" \
   "np2=$out/allreduce_np2_median.csv" "np4=$out/allreduce_np4_median.csv" \
   -o "$out/allreduce_busbw.png" || status=1
-echo "run_report: wrote $out/report.md and $out/allreduce_busbw.png"
+echo "run_report: wrote $out/report.md, $out/allreduce_busbw.png and $out/results/"
 exit "$status"

@@ -45,13 +45,11 @@ constexpr int64_t kSmallThresholdByRanks = -1;
 // The largest buffer recursive doubling runs on `ranks` ranks by default:
 // below it, the ring's 2(p-1) latencies cost more than recursive doubling's
 // log2(p) whole-buffer exchanges. The crossover grows about linearly with p,
-// so one size cannot suit every job; these steps follow the alpha-beta-gamma
-// model (docs/performance.md, "What this means for herd's thresholds"):
-// 64 KiB up to 8 ranks (the model fitted on this project's machine puts the
-// crossover at 27-38 KiB at 2-4 ranks, but the measured rows, less herd's
-// per-call cost, still favour recursive doubling at 64 KiB; 54 KiB for one
-// node of 8), then steps between the model's crossovers on a 100 Gb/s
-// network with one and with eight ranks per node, up to 4 MiB from 513 on.
+// so one size cannot suit every job: 64 KiB up to 8 ranks, where measured
+// rows on one machine still favour recursive doubling, then steps between
+// the alpha-beta-gamma model's crossovers on a 100 Gb/s network with one and
+// with eight ranks per node, up to 4 MiB from 513 on
+// (docs/design/allreduce-thresholds.md derives them).
 std::size_t small_allreduce_threshold(int ranks);
 
 struct AllreduceOptions {

@@ -21,8 +21,8 @@ constexpr int kReceiveSlots = 2;
 // kept from one call to the next and never initialized: every byte is
 // received before it is read. Slots allocated per call were handed back to
 // the kernel on free, so each call filled fresh pages and paid a page fault
-// per 4 KiB, about a fifth of a ResNet-50 step (docs/performance.md). A
-// thread runs one reduce-scatter at a time, so one set per thread suffices.
+// per 4 KiB (docs/design/ring-allreduce.md). A thread runs one
+// reduce-scatter at a time, so one set per thread suffices.
 using Slots = unsigned char* [kReceiveSlots];
 void receive_slots(std::size_t bytes, Slots& slots) {
   thread_local std::unique_ptr<unsigned char[]> storage[kReceiveSlots];

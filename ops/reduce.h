@@ -39,7 +39,7 @@ void fill_identity(void* buf, int64_t count, DataType dtype, ReduceOp op);
 // them. Three operands rather than dst op= src because an out-of-place
 // allreduce would otherwise first copy its input to the output and then
 // reduce there: for segments beyond the cache that copy costs a whole extra
-// pass over memory (docs/performance.md, optimization log).
+// pass over memory (docs/design/ring-allreduce.md).
 using ReduceFn = std::function<void(void* dst, const void* a, const void* b, int64_t count)>;
 
 // reduce_into's kernel bound to one dtype and op, in the three-operand form.

@@ -8,7 +8,7 @@
 // moves 3n bytes over the memory bus; streaming stores write whole lines
 // without reading them, 2n. Worth it only for a destination too large to
 // stay in the cache and that no other core reads right after
-// (docs/performance.md, log items 15 and 19).
+// (docs/design/streaming-stores.md).
 #pragma once
 
 #include <cstddef>

@@ -5,9 +5,9 @@
 // allreduce costs two thread hand-offs (the caller wakes the background
 // thread, which wakes the caller back), and with a rank's threads sharing one
 // core each hand-off is a context switch: together most of a small
-// allreduce's time (docs/performance.md). A waiter that runs the cycle on its
-// own thread pays neither. Whoever runs a cycle holds the loop's cycle lock,
-// so cycles never overlap, whichever threads run them.
+// allreduce's time (docs/design/waiters-drive.md). A waiter that runs the
+// cycle on its own thread pays neither. Whoever runs a cycle holds the loop's
+// cycle lock, so cycles never overlap, whichever threads run them.
 #pragma once
 
 namespace herd::detail {

@@ -5,8 +5,8 @@
 #
 #   bash benchmarks/gpu/fetch_packages.sh
 #
-# The files land in .debs/ at the repository root (ignored by git), which the
-# device tool carries with the tree (carry [".debs"]). Nothing is installed or
+# The files land in .debs/ at the repository root (ignored by git), to be
+# copied to the GPU machine with the source tree. Nothing is installed or
 # unpacked here: `apt-get download` only fetches the archives. device_check.sh
 # unpacks them with `dpkg -x` into a prefix under /tmp and uses each one only
 # where the GPU machine lacks it.
@@ -100,6 +100,6 @@ count="$(find . -maxdepth 1 -name '*.deb' | wc -l)"
 mib="$(awk -v b="$bytes" 'BEGIN { printf "%.1f", b / 1048576 }')"
 echo "fetch_packages: $count packages, $mib MiB in $dest"
 if ((bytes > limit_mib * 1048576)); then
-  echo "fetch_packages: more than $limit_mib MiB: the device tool carries at most 64 MiB" >&2
+  echo "fetch_packages: more than $limit_mib MiB: the packages are meant to travel with the tree; check the list" >&2
   exit 1
 fi

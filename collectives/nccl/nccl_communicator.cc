@@ -7,7 +7,7 @@
 // buffers: the same count, dtype, op and root, and the same `bytes_per_rank`
 // or `counts` vector (for alltoallv, rank a's send_bytes[b] equals rank b's
 // recv_bytes[a]). So every member takes the same path below (equal parts or
-// not), skips the same empty parts, and issues matching NCCL calls in the
+// not), skips the same empty parts, and makes matching NCCL calls in the
 // same order, which NCCL requires. A *part* is one rank's share of a
 // collective: rank r's bytes in allgatherv, block r of reducescatterv's
 // input, the bytes between two ranks in alltoallv. Part r starts at `offset`

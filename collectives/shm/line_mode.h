@@ -4,15 +4,13 @@
 //
 // Why a choice: a slot line travels from the rank that writes it to the rank
 // that reads it, and when the writer reuses the slot two chunks later its
-// store must first invalidate the reader's copy. On this project's machine
-// that costs little in one of the two states the machine is found in
-// (cores about 120 ns apart) and makes the whole allreduce three times
-// slower in the other (about 500 ns apart): 16 MiB at 2 ranks took 3.7-4.5 ms
-// against 11.7-12.0 ms. A reader that evicts the lines it has read
-// (clflushopt) spares the writer that invalidation, at the price of writing
-// the dirty lines back to memory: 5.7-6.6 ms in both states
-// (docs/performance.md, log item 18). Neither mode wins in both states, and
-// the state changes while a job runs, so rank 0 measures.
+// store must first invalidate the reader's copy. That costs little when the
+// cores are close and makes the whole allreduce about three times slower when
+// they are far apart, and on a virtual machine the distance can change while
+// a job runs. A reader that evicts the lines it has read (clflushopt) spares
+// the writer that invalidation, at the price of writing the dirty lines back
+// to memory, which costs the same in both cases. Neither mode wins in both,
+// so rank 0 measures (docs/design/cache-line-modes.md has the figures).
 //
 // ShmModeChooser is pure logic, used by rank 0's ShmAllreduceGroup on the
 // thread running the collective.

@@ -10,8 +10,8 @@
 // with the kernel's single copy (CMA), which pins the sender's pages and
 // reads them out of memory twice per rank (once per phase). Through shared
 // memory, each rank reads its input once and writes its output once; what
-// the ranks exchange stays in the shared L3 cache (docs/performance.md,
-// optimization log item 18).
+// the ranks exchange stays in the shared L3 cache
+// (docs/design/shared-memory-allreduce.md has the measurements).
 //
 // Terms. Each rank owns two slots of slot_bytes in the shared area. The
 // buffer is reduced one chunk at a time, a chunk being at most one slot of
@@ -58,26 +58,19 @@
 
 namespace herd::collectives {
 
-// Bytes of one slot, the longest chunk. A call whose output streams
-// (shm_streams_output below: its data comes from memory and goes back there)
-// runs in whole slots, halving the barriers; any other in chunks of at most
-// kShmShortChunkBytes, so that a rank's slots stay in its 1 MiB L2 cache.
-// Measured at 2 ranks, one buffer at a time, medians of 6 runs (log item
-// 18): 4 MiB took 557 us in 256 KiB chunks, 621 in 512 KiB and 662 in 1 MiB;
-// 16 MiB 4.26, 3.70 and 3.81 ms; 64 MiB 18.2, 16.7 and 16.4 ms. 64 and 128
-// KiB chunks were slower from 256 KiB up. On the ResNet-50 step, whole slots
-// for every streaming call took 2.3-5.4 % less time per byte (log item 23).
+// Bytes of one slot, the longest chunk: a call whose output streams
+// (shm_streams_output below) comes from memory and goes back there, so it
+// runs in whole slots and halves the barriers.
 constexpr std::size_t kDefaultShmSlotBytes = 1 << 20;
+// The chunk of every other call: short enough that a rank's slots stay in
+// its 1 MiB L2 cache for a buffer reused from the cache.
 constexpr std::size_t kShmShortChunkBytes = 256 * 1024;
 // A call's output is copied out with streaming stores (ops/stream_copy.h)
 // when the call's bytes and those its caller reduces right after it add up
 // to at least this many: nobody reads that output back before that much
-// other data has passed through the cache. Measured at 2 ranks, 5 launches
-// (log item 19), one buffer at a time: 16 MiB 2.6-4.9 ms against 4.0-6.3 ms,
-// 64 MiB 12.8-18.8 against 16.5-20.8 ms; 1 MiB slower (178-317 against
-// 153-276 us, the result staying in the cache); 4 MiB mixed. On the ResNet-50
-// step, whose many tensors are reduced back to back in one cycle, this rule
-// took 3-6 % less time per byte than streaming from 8 MiB alone (log item 22).
+// other data has passed through the cache. The measurements behind both
+// sizes are in docs/design/shared-memory-allreduce.md and
+// docs/design/streaming-stores.md.
 constexpr std::size_t kShmStreamingMinBytes = 8 << 20;
 bool shm_streams_output(std::size_t bytes, std::size_t later_bytes);
 

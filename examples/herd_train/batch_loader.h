@@ -1,6 +1,6 @@
 // BatchLoader: assembles herd-train's batches ahead of the training thread on
-// --data-threads worker threads (issue 6 asks for loader threads as MXNet's
-// --data-threads / its DataLoader workers provide).
+// --data-threads worker threads, as MXNet's --data-threads and its
+// DataLoader workers provide.
 //
 // Why: the training thread otherwise gathers every batch itself (one memcpy
 // per sample from the shuffled index list) before each forward pass. Here

@@ -41,7 +41,7 @@ struct CopyTask {
 // kernel's parameter (28 bytes a task), which must stay within the 4 KiB
 // that every CUDA version accepts. (CUDA 12.1 accepts up to 32 KiB, but a
 // launch with such a parameter costs more than the launches it saves;
-// docs/performance.md has the measurement.)
+// docs/design/fusion.md has the measurement.)
 inline constexpr int kCopyTasksPerLaunch = 128;
 
 // All the copies in as few kernel launches as the tasks allow (a fixed
