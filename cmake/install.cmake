@@ -1,26 +1,42 @@
 # What `cmake --install` puts under the prefix:
-#   include/herd/*.h              the public API
+#   include/herd/*.h              the communication API (herd/herd.h)
+#   include/herd/train.h, train/  the training library's API
 #   <libdir>/libherd.so*          the shared library (target herd)
+#   <libdir>/libherd_train.so*    the training library (target herd_train)
 #   <libdir>/cmake/herd/          the CMake package: find_package(herd CONFIG)
-#                                 gives the imported target herd::herd
+#                                 gives the imported targets herd::herd and
+#                                 herd::train
+#   bin/herd-train                the training job, when examples are built
 #   libexec/herd/allreduce_demo   the demo, when examples are built (kept out
 #                                 of bin/: it is an example, not a tool)
 # herd's static layers (herd_core, herd_collectives, herd_ops, herd_common) are
-# linked into libherd.so PRIVATE, and herd_train's objects are part of it; none
-# of them is installed or exported on its own.
+# linked into libherd.so PRIVATE; none of them is installed or exported on its
+# own.
 include(CMakePackageConfigHelpers)
 
 set(HERD_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/herd)
 set(HERD_INSTALL_EXAMPLESDIR ${CMAKE_INSTALL_LIBEXECDIR}/herd)
 
-# Installed programs find libherd.so through an RPATH relative to their own
-# location, so the prefix can move. Libraries outside the system directories
-# that herd was linked against (MPI in a custom prefix) stay on the RPATH.
-file(RELATIVE_PATH herd_examples_to_lib
-     ${CMAKE_INSTALL_FULL_LIBEXECDIR}/herd ${CMAKE_INSTALL_FULL_LIBDIR})
+# Installed programs and libraries find herd's libraries through an RPATH
+# relative to their own location ($ORIGIN/../lib for bin/), so they start
+# without LD_LIBRARY_PATH and the prefix can move. Libraries outside the
+# system directories that herd was linked against (MPI in a custom prefix)
+# stay on the RPATH.
 set_target_properties(herd PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
+set_target_properties(herd_train PROPERTIES INSTALL_RPATH "$ORIGIN" INSTALL_RPATH_USE_LINK_PATH ON)
 
-install(TARGETS herd EXPORT herdTargets
+# herd_install_program(<target> <destination>): installs a program into
+# <destination> (relative to the prefix) with an RPATH that leads from there to
+# <libdir>.
+function(herd_install_program target destination)
+  file(RELATIVE_PATH to_lib ${CMAKE_INSTALL_PREFIX}/${destination} ${CMAKE_INSTALL_FULL_LIBDIR})
+  set_target_properties(${target} PROPERTIES
+    INSTALL_RPATH "$ORIGIN/${to_lib}"
+    INSTALL_RPATH_USE_LINK_PATH ON)
+  install(TARGETS ${target} RUNTIME DESTINATION ${destination})
+endfunction()
+
+install(TARGETS herd herd_train EXPORT herdTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
@@ -28,11 +44,11 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/herd
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
   FILES_MATCHING PATTERN "*.h")
 
+if(TARGET herd-train)
+  herd_install_program(herd-train ${CMAKE_INSTALL_BINDIR})
+endif()
 if(TARGET allreduce_demo)
-  set_target_properties(allreduce_demo PROPERTIES
-    INSTALL_RPATH "$ORIGIN/${herd_examples_to_lib}"
-    INSTALL_RPATH_USE_LINK_PATH ON)
-  install(TARGETS allreduce_demo RUNTIME DESTINATION ${HERD_INSTALL_EXAMPLESDIR})
+  herd_install_program(allreduce_demo ${HERD_INSTALL_EXAMPLESDIR})
 endif()
 
 install(EXPORT herdTargets

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds herd and runs every test: installs what is missing, builds, checks
-# the C++ formatting (when clang-format is installed) and runs ctest. Extra
-# arguments go to ctest, e.g. scripts/test.sh -L unit, scripts/test.sh -R allreduce.
-# Exits with ctest's status, or 1 when only the formatting check failed.
+# the C++ formatting (when clang-format is installed) and that no #include
+# crosses a layer (scripts/check_layers.py), and runs ctest. Extra arguments go
+# to ctest, e.g. scripts/test.sh -L unit, scripts/test.sh -R allreduce.
+# Exits with ctest's status, or 1 when only the formatting or layer check failed.
 set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -24,6 +25,9 @@ if command -v clang-format >/dev/null 2>&1; then
 else
   echo "test: clang-format not installed; skipping the formatting check"
 fi
+# The layers as well; this verdict too comes at the end.
+layers_ok=1
+layer_crossings="$(scripts/check_layers.py 2>&1 >/dev/null)" || layers_ok=0
 
 scripts/build.sh
 
@@ -37,7 +41,11 @@ if [[ $format_ok -eq 0 ]]; then
   printf '  %s\n' "${unformatted[@]}" >&2
   echo "test: fix them with scripts/format.sh" >&2
 fi
+if [[ $layers_ok -eq 0 ]]; then
+  echo "test: these includes cross a layer (the layers are in docs/architecture.md):" >&2
+  printf '%s\n' "$layer_crossings" >&2
+fi
 if [[ $ctest_status -ne 0 ]]; then
   exit "$ctest_status"
 fi
-[[ $format_ok -eq 1 ]]
+[[ $format_ok -eq 1 && $layers_ok -eq 1 ]]

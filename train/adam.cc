@@ -1,4 +1,4 @@
-// herd::Adam (include/herd/optimizer.h): torch.optim.Adam's and AdamW's
+// herd::Adam (include/herd/train/optimizer.h): torch.optim.Adam's and AdamW's
 // documented algorithms, element by element in float32 with the bias
 // corrections computed in double and rounded to float once per step, as
 // PyTorch's single-tensor implementation does.
@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "herd/error.h"
-#include "herd/optimizer.h"
+#include "herd/train/optimizer.h"
 
 namespace herd {
 namespace {

@@ -1,4 +1,4 @@
-// Checkpoint files (include/herd/checkpoint.h): serialization into one
+// Checkpoint files (include/herd/train/checkpoint.h): serialization into one
 // little-endian buffer, CRC-32, the atomic write and the checked read.
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -12,8 +12,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "herd/checkpoint.h"
 #include "herd/error.h"
+#include "herd/train/checkpoint.h"
 
 namespace herd {
 namespace {

@@ -1,4 +1,4 @@
-// herd::DistributedSampler and epoch_permutation (include/herd/sampler.h):
+// herd::DistributedSampler and epoch_permutation (include/herd/train/sampler.h):
 // the documented shuffle, then torch's padding or truncation, then a strided
 // shard per rank.
 #include <fmt/format.h>
@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "herd/error.h"
-#include "herd/sampler.h"
+#include "herd/train/sampler.h"
 
 namespace herd {
 namespace {

@@ -1,6 +1,6 @@
-// Learning-rate schedules (include/herd/lr_schedule.h): each checks its
+// Learning-rate schedules (include/herd/train/lr_schedule.h): each checks its
 // fields, applies the linear warm-up, then its own closed form.
-#include "herd/lr_schedule.h"
+#include "herd/train/lr_schedule.h"
 
 #include <fmt/format.h>
 

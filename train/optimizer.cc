@@ -1,4 +1,4 @@
-// herd::Optimizer (include/herd/optimizer.h): the state every optimizer keeps
+// herd::Optimizer (include/herd/train/optimizer.h): the state every optimizer keeps
 // (slot buffers per parameter, the step counter), the checks on what step()
 // and import_state() receive, and the learning rate.
 #include <fmt/format.h>
@@ -7,7 +7,7 @@
 #include <unordered_set>
 
 #include "herd/error.h"
-#include "herd/optimizer.h"
+#include "herd/train/optimizer.h"
 
 namespace herd {
 

@@ -1,11 +1,11 @@
-// herd::Parameter (include/herd/optimizer.h): checks that a parameter and its
+// herd::Parameter (include/herd/train/optimizer.h): checks that a parameter and its
 // gradient are two disjoint float32 host buffers of one size.
 #include <fmt/format.h>
 
 #include <functional>
 
 #include "herd/error.h"
-#include "herd/optimizer.h"
+#include "herd/train/optimizer.h"
 
 namespace herd {
 namespace {

@@ -1,4 +1,4 @@
-// herd::SGD (include/herd/optimizer.h): torch.optim.SGD's documented
+// herd::SGD (include/herd/train/optimizer.h): torch.optim.SGD's documented
 // algorithm, element by element in float32 as PyTorch computes it for a
 // float32 parameter, with the hyperparameters rounded to float once.
 #include <fmt/format.h>
@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "herd/error.h"
-#include "herd/optimizer.h"
+#include "herd/train/optimizer.h"
 
 namespace herd {
 namespace {

@@ -36,7 +36,8 @@ inline std::string mpi_error_text(int code) {
 // <MPI's text>".
 inline Status mpi_status(int code, const char* call, const char* file, int line) {
   if (code == MPI_SUCCESS) return Status::ok();
-  return Status::error(fmt::format("{} failed at {}:{}: {}", call, file, line, mpi_error_text(code)));
+  return Status::error(
+      fmt::format("{} failed at {}:{}: {}", call, file, line, mpi_error_text(code)));
 }
 
 // Throws herd::Error("herd: <message>") when the status failed.

@@ -36,7 +36,7 @@
 
 #include <Eigen/Core>
 
-#include "herd/optimizer.h"
+#include "herd/train/optimizer.h"
 
 namespace herd_train {
 

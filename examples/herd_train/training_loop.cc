@@ -11,13 +11,13 @@
 #include <string>
 #include <vector>
 
-#include "herd/checkpoint.h"
-#include "herd/distributed_optimizer.h"
 #include "herd/error.h"
 #include "herd/herd.h"
-#include "herd/lr_schedule.h"
-#include "herd/optimizer.h"
-#include "herd/sampler.h"
+#include "herd/train/checkpoint.h"
+#include "herd/train/distributed_optimizer.h"
+#include "herd/train/lr_schedule.h"
+#include "herd/train/optimizer.h"
+#include "herd/train/sampler.h"
 #include "herd_train/batch_loader.h"
 #include "herd_train/idx_dataset.h"
 #include "herd_train/mlp.h"

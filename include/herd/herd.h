@@ -11,6 +11,7 @@
 #include <string>
 
 #include "herd/error.h"
+#include "herd/float16.h"
 #include "herd/handle.h"
 #include "herd/process_set.h"
 #include "herd/tensor.h"

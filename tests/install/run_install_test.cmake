@@ -1,7 +1,9 @@
 # Runs the install test; see CMakeLists.txt next to this file. Invoked as
 #   cmake -DHERD_BUILD_DIR=... -DCONSUMER_SOURCE_DIR=... -DWORK_DIR=... \
 #         -DBUILD_CONFIG=... -DGENERATOR=... -DMAKE_PROGRAM=... -DCXX_COMPILER=... \
-#         -DMPIEXEC=... -DMPIEXEC_FLAGS=a|b -DNUMPROC_FLAG=-n -DRANKS=2 -P run_install_test.cmake
+#         -DMPIEXEC=... -DMPIEXEC_FLAGS=a|b -DNUMPROC_FLAG=-n -DRANKS=2 \
+#         [-DPROGRAMS=bin/herd-train|...] -P run_install_test.cmake
+# PROGRAMS: installed programs, relative to the prefix, each run with --help.
 # Each step prints what it runs; the first failing step fails the test.
 cmake_minimum_required(VERSION 3.18)
 
@@ -44,6 +46,36 @@ endif()
 
 run_step("install herd" 120
          ${CMAKE_COMMAND} --install ${HERD_BUILD_DIR} --prefix ${prefix} ${config_args})
+
+# Each installed program must start from the prefix alone: herd's libraries
+# resolve, through the program's RPATH, to the ones under the prefix (not to
+# the build tree's), and the program runs with LD_LIBRARY_PATH unset.
+string(REPLACE "|" ";" programs "${PROGRAMS}")
+foreach(program IN LISTS programs)
+  set(path ${prefix}/${program})
+  if(NOT EXISTS ${path})
+    message(FATAL_ERROR "install test: ${program} was not installed")
+  endif()
+  file(GET_RUNTIME_DEPENDENCIES EXECUTABLES ${path}
+       RESOLVED_DEPENDENCIES_VAR resolved UNRESOLVED_DEPENDENCIES_VAR unresolved
+       PRE_INCLUDE_REGEXES "^libherd" PRE_EXCLUDE_REGEXES ".*")
+  if(unresolved)
+    message(FATAL_ERROR "install test: ${program} does not find ${unresolved}")
+  endif()
+  if(NOT resolved)
+    message(FATAL_ERROR "install test: ${program} needs no herd library")
+  endif()
+  foreach(library IN LISTS resolved)
+    string(FIND "${library}" "${prefix}/" at)
+    if(NOT at EQUAL 0)
+      message(FATAL_ERROR "install test: ${program} loads ${library}, outside ${prefix}")
+    endif()
+  endforeach()
+  message(STATUS "install test: ${program} loads ${resolved}")
+  run_step("run ${program}" 60
+           ${CMAKE_COMMAND} -E env --unset=LD_LIBRARY_PATH
+           ${MPIEXEC} ${mpiexec_flags} ${NUMPROC_FLAG} 1 ${path} --help)
+endforeach()
 
 # Only the CMAKE_PREFIX_PATH may lead the consumer to herd: no package registry.
 run_step("configure the consumer" 120

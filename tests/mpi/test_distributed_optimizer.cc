@@ -1,5 +1,5 @@
 // Multi-rank test of herd::DistributedOptimizer, broadcast_parameters and
-// broadcast_optimizer_state (include/herd/distributed_optimizer.h).
+// broadcast_optimizer_state (include/herd/train/distributed_optimizer.h).
 //
 // The model is linear least squares, loss = mean over the batch of
 // (w . x + b - y)^2 / 2, with w of kDim elements and a scalar bias b (two
@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "herd/distributed_optimizer.h"
 #include "herd/herd.h"
-#include "herd/optimizer.h"
+#include "herd/train/distributed_optimizer.h"
+#include "herd/train/optimizer.h"
 #include "mpi_test_util.h"
 
 namespace {

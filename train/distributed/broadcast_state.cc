@@ -1,5 +1,5 @@
 // herd::broadcast_parameters and herd::broadcast_optimizer_state
-// (include/herd/distributed_optimizer.h): a fingerprint of the names and
+// (include/herd/train/distributed_optimizer.h): a fingerprint of the names and
 // sizes is checked first, so ranks that disagree all throw instead of waiting
 // for tensors the others never submit; then every buffer is broadcast at once
 // and waited for.
@@ -10,9 +10,9 @@
 #include <utility>
 #include <vector>
 
-#include "herd/distributed_optimizer.h"
 #include "herd/error.h"
 #include "herd/herd.h"
+#include "herd/train/distributed_optimizer.h"
 
 namespace herd {
 namespace {

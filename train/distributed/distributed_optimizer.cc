@@ -1,4 +1,4 @@
-// herd::DistributedOptimizer (include/herd/distributed_optimizer.h): one
+// herd::DistributedOptimizer (include/herd/train/distributed_optimizer.h): one
 // asynchronous allreduce per gradient, started by grad_ready() on the last
 // backward pass of a step and waited for by synchronize() / step().
 #include <fmt/format.h>
@@ -6,10 +6,10 @@
 #include <cmath>
 #include <exception>
 
-#include "herd/distributed_optimizer.h"
 #include "herd/error.h"
+#include "herd/float16.h"
 #include "herd/herd.h"
-#include "ops/half.h"
+#include "herd/train/distributed_optimizer.h"
 
 namespace herd {
 
@@ -108,7 +108,7 @@ void DistributedOptimizer::start(std::size_t i) {
   }
   TensorView view = p.grad_view();
   if (options_.compression == Compression::kFP16) {
-    ops::float_to_float16(p.grad(), slot.half.data(), p.size());
+    float_to_float16(p.grad(), slot.half.data(), p.size());
     view = TensorView{slot.half.data(), DataType::kFloat16, {p.size()}};
   }
   try {
@@ -129,7 +129,7 @@ void DistributedOptimizer::wait_all(bool rethrow) {
     try {
       wait(slot.handle);
       if (rethrow && options_.compression == Compression::kFP16) {
-        ops::float16_to_float(slot.half.data(), params_[i].grad(), params_[i].size());
+        float16_to_float(slot.half.data(), params_[i].grad(), params_[i].size());
       }
     } catch (const std::exception& e) {
       if (first_error.empty()) {

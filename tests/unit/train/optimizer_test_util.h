@@ -10,7 +10,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "herd/optimizer.h"
+#include "herd/train/optimizer.h"
 
 namespace herd::test {
 

@@ -7,7 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include "herd/error.h"
-#include "herd/optimizer.h"
+#include "herd/train/optimizer.h"
 #include "tests/unit/train/optimizer_test_util.h"
 
 namespace herd {

@@ -20,9 +20,9 @@
 
 #include <catch2/catch.hpp>
 
-#include "herd/checkpoint.h"
 #include "herd/error.h"
-#include "herd/optimizer.h"
+#include "herd/train/checkpoint.h"
+#include "herd/train/optimizer.h"
 #include "tests/unit/train/optimizer_test_util.h"
 
 namespace herd {

@@ -9,14 +9,14 @@
 #include <catch2/catch.hpp>
 
 #include "herd/error.h"
-#include "herd/sampler.h"
+#include "herd/train/sampler.h"
 
 namespace herd {
 namespace {
 
 using Indices = std::vector<int64_t>;
 
-// include/herd/sampler.h's permutation, from its comment.
+// include/herd/train/sampler.h's permutation, from its comment.
 Indices documented_permutation(int64_t n, uint64_t seed, int64_t epoch) {
   auto splitmix64 = [](uint64_t x) {
     x += 0x9E3779B97F4A7C15ull;

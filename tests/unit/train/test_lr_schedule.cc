@@ -7,7 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include "herd/error.h"
-#include "herd/lr_schedule.h"
+#include "herd/train/lr_schedule.h"
 
 namespace herd {
 namespace {

@@ -6,7 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include "herd/error.h"
-#include "herd/optimizer.h"
+#include "herd/train/optimizer.h"
 
 namespace herd {
 namespace {

@@ -30,8 +30,8 @@
 #include <vector>
 
 #include "herd/handle.h"
-#include "herd/optimizer.h"
 #include "herd/process_set.h"
+#include "herd/train/optimizer.h"
 #include "herd/types.h"
 
 namespace herd {

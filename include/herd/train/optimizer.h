@@ -12,7 +12,7 @@
 // buffers and imported into another optimizer of the same kind: that is what
 // a broadcast from rank 0 and a checkpoint carry. Hyperparameters, the
 // learning rate included, are not state: the program sets them (the learning
-// rate usually from a schedule, herd/lr_schedule.h).
+// rate usually from a schedule, herd/train/lr_schedule.h).
 //
 // Single-process and single-threaded: an optimizer and the memory behind its
 // parameters belong to one thread at a time. Nothing here communicates.

@@ -39,7 +39,7 @@
 #include <string>
 #include <vector>
 
-#include "herd/optimizer.h"
+#include "herd/train/optimizer.h"
 
 namespace herd {
 
