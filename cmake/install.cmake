@@ -7,6 +7,7 @@
 #                                 gives the imported targets herd::herd and
 #                                 herd::train
 #   bin/herd-train                the training job, when examples are built
+#   bin/herd-bench                the benchmark, when benchmarks are built
 #   libexec/herd/allreduce_demo   the demo, when examples are built (kept out
 #                                 of bin/: it is an example, not a tool)
 # herd's static layers (herd_core, herd_collectives, herd_ops, herd_common) are
@@ -46,6 +47,9 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/herd
 
 if(TARGET herd-train)
   herd_install_program(herd-train ${CMAKE_INSTALL_BINDIR})
+endif()
+if(TARGET herd-bench)
+  herd_install_program(herd-bench ${CMAKE_INSTALL_BINDIR})
 endif()
 if(TARGET allreduce_demo)
   herd_install_program(allreduce_demo ${HERD_INSTALL_EXAMPLESDIR})
