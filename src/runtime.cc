@@ -28,38 +28,25 @@ const char* thread_level_name(int level) {
 
 // Settings that decide message layouts or algorithms must be equal on every
 // rank, or the ranks would disagree on the agreement vector's length, on
-// fusion groups or on the algorithm, and hang. Every rank sees the same
-// gathered values, so every rank throws the same error.
+// fusion groups or on the algorithm, and hang; the settings table (config.cc)
+// marks them. Every rank sees the same gathered values, so every rank throws
+// the same error.
 void check_settings_agree(const Config& config, int size) {
-  struct Shared {
-    const char* variable;
-    int64_t value;
-  };
-  const Shared shared[] = {
-      {"HERD_FUSION_THRESHOLD", config.fusion_threshold_bytes},
-      {"HERD_FUSION_MAX_TENSOR_BYTES", config.fusion_max_tensor_bytes},
-      {"HERD_CACHE_CAPACITY", config.cache_capacity},
-      {"HERD_RING_SEGMENT_BYTES", config.ring_segment_bytes},
-      {"HERD_SMALL_ALLREDUCE_BYTES", config.small_allreduce_bytes},
-      {"HERD_SHM_ALLREDUCE_BYTES", config.shm_allreduce_bytes},
-      {"HERD_GPU_ALLREDUCE", static_cast<int64_t>(config.gpu_allreduce)},
-      {"HERD_HIERARCHICAL_ALLREDUCE", config.hierarchical_allreduce ? 1 : 0},
-      {"HERD_GPU_STAGING_BYTES", config.gpu_staging_bytes},
-  };
-  constexpr int kCount = sizeof(shared) / sizeof(shared[0]);
-  int64_t mine[kCount];
-  for (int i = 0; i < kCount; ++i) mine[i] = shared[i].value;
-  std::vector<int64_t> all(static_cast<std::size_t>(kCount) * size);
-  throw_if_failed(HERD_MPI_STATUS(MPI_Allgather(mine, kCount, MPI_INT64_T, all.data(), kCount,
+  const std::vector<AgreedSetting> shared = settings_that_must_agree(config);
+  const int count = static_cast<int>(shared.size());
+  std::vector<int64_t> mine;
+  for (const AgreedSetting& setting : shared) mine.push_back(setting.value);
+  std::vector<int64_t> all(static_cast<std::size_t>(count) * size);
+  throw_if_failed(HERD_MPI_STATUS(MPI_Allgather(mine.data(), count, MPI_INT64_T, all.data(), count,
                                                 MPI_INT64_T, MPI_COMM_WORLD))
                       .with_context("herd::init, comparing settings across ranks: "));
   std::vector<std::string> clauses;
-  for (int i = 0; i < kCount; ++i) {
+  for (int i = 0; i < count; ++i) {
     bool equal = true;
     std::vector<std::string> values;
     for (int r = 0; r < size; ++r) {
-      equal = equal && all[r * kCount + i] == all[i];
-      values.push_back(fmt::format("rank {} {}", r, all[r * kCount + i]));
+      equal = equal && all[r * count + i] == all[i];
+      values.push_back(fmt::format("rank {} {}", r, all[r * count + i]));
     }
     if (!equal)
       clauses.push_back(
