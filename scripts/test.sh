@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Usage: scripts/test.sh [CTEST_ARGS...]
+#
 # Builds herd and runs every test: installs what is missing, builds, checks
 # the C++ formatting (when clang-format is installed) and runs ctest. Extra
 # arguments go to ctest, e.g. scripts/test.sh -L unit, scripts/test.sh -R allreduce.
@@ -6,6 +8,7 @@
 set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+herd_handle_help "$@"
 
 scripts/install_deps.sh
 
