@@ -23,9 +23,12 @@
 set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
+herd_handle_help "$@"
 
-if [[ $# -lt 1 || $# -gt 2 ]]; then
-  echo "usage: benchmarks/run_report.sh OUT_DIR [RUNS]" >&2
+# An option in either place is a mistake (--help is handled above): an
+# output folder named like one, or a count that is not one, does no good.
+if [[ $# -lt 1 || $# -gt 2 || "$1" == -* || ! "${2:-5}" =~ ^[1-9][0-9]*$ ]]; then
+  echo "usage: benchmarks/run_report.sh OUT_DIR [RUNS]   (RUNS: a positive count; --help for more)" >&2
   exit 2
 fi
 out="$1"

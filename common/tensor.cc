@@ -1,13 +1,22 @@
 // Definitions for herd::Tensor (include/herd/tensor.h).
 #include "herd/tensor.h"
 
+#include <fmt/format.h>
+
 #include "common/device_memory.h"
-#include "common/enforce.h"
+#include "herd/error.h"
 
 namespace herd {
 
 void Tensor::reset(DataType dtype, std::vector<int64_t> shape, Device device) {
-  for (int64_t extent : shape) HERD_ENFORCE_GE(extent, 0);
+  for (std::size_t dim = 0; dim < shape.size(); ++dim) {
+    if (shape[dim] < 0) {
+      throw Error(
+          fmt::format("herd::Tensor: dimension {} of shape {} is {}; extents must not be "
+                      "negative",
+                      dim, shape_to_string(shape), shape[dim]));
+    }
+  }
   // Free the old buffer first: a large GPU tensor reset to a new shape must
   // not need room for both.
   storage_.reset();

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Usage: scripts/build.sh [CMAKE_ARGS...]
+#
 # Configures and builds herd into ./build (RelWithDebInfo, Ninja). Extra
 # arguments go to the cmake configure step, e.g.
 #   scripts/build.sh -DHERD_BUILD_TESTS=OFF
@@ -6,6 +8,7 @@
 set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+herd_handle_help "$@"
 
 configure_args=(-S . -B "$HERD_BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo)
 # The generator is fixed when a build folder is first configured.

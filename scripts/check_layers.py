@@ -38,7 +38,7 @@ LAYERS = {
              ["collectives", "ops", "common"]),
     "api": (["src/api*.cc", "include/herd/"],
             ["core", "collectives", "ops", "common"]),
-    "train": (["train/", "include/herd/train/", "include/herd/train.h"], ["api"]),
+    "train": (["train/", "include/herd/train/", "include/herd/train.h"], ["api", "common"]),
     "bindings": (["bindings/"], ["api"]),
     "examples": (["examples/"], ["train", "api"]),
     "benchmarks": (["benchmarks/"], ["api", "collectives", "ops", "common"]),

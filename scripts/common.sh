@@ -1,10 +1,32 @@
 # shellcheck shell=bash
-# Helpers the scripts in this folder source; not meant to be run by itself.
-# Sourcing it moves to the repository root, so every script works from any
-# directory.
+# Usage, in a script of herd: source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+#
+# Helpers that herd's scripts (scripts/, benchmarks/) source; not meant to be
+# run by itself. Sourcing it moves to the repository root, so every script
+# works from any directory.
 
+# The sourcing script by its absolute path, taken before the cd below.
+HERD_SCRIPT="$(cd "$(dirname "${BASH_SOURCE[1]:-$0}")" && pwd)/$(basename "${BASH_SOURCE[1]:-$0}")"
 HERD_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$HERD_ROOT" || exit 1
+
+# herd_handle_help "$@": when the first argument is -h or --help, prints the
+# sourcing script's opening comment (its usage, without the '# ') and exits
+# 0. Every script calls it before doing anything else.
+herd_handle_help() {
+  case "${1:-}" in
+    -h | --help) ;;
+    *) return 0 ;;
+  esac
+  sed -n '2,${/^#/!q;s/^# \{0,1\}//;p}' "$HERD_SCRIPT"
+  exit 0
+}
+
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
+  herd_handle_help "$@"
+  echo "common.sh: sourced by herd's scripts, not run; see scripts/common.sh --help" >&2
+  exit 2
+fi
 
 # The build folder scripts/build.sh configures and the others use.
 HERD_BUILD_DIR="${HERD_BUILD_DIR:-build}"

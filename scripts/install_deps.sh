@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
+# Usage: scripts/install_deps.sh
+#
 # Installs the Debian packages herd needs to build and test, and nothing when
 # they are all there already. Needs root or sudo only when something is
 # missing. Exits non-zero, saying why, when it cannot install them.
 set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+herd_handle_help "$@"
 
 packages=(
   build-essential cmake ninja-build clang-format

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Usage: scripts/install_python.sh
+#
 # Installs the herd Python package (herd, herd.numpy, herd.torch) into a
 # virtual environment over Debian's /usr/bin/python3, so the environment sees
 # Debian's numpy, torch and pytest and nothing is fetched from PyPI:
@@ -9,6 +11,7 @@
 set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+herd_handle_help "$@"
 
 scripts/install_deps.sh
 

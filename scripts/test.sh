@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Usage: scripts/test.sh [CTEST_ARGS...]
+#
 # Builds herd and runs every test: installs what is missing, builds, checks
 # the C++ formatting (when clang-format is installed) and that no #include
 # crosses a layer (scripts/check_layers.py), and runs ctest. Extra arguments go
@@ -7,6 +9,7 @@
 set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+herd_handle_help "$@"
 
 scripts/install_deps.sh
 

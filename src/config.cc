@@ -93,12 +93,18 @@ Status bad_value(const char* variable, std::string_view text, std::string_view e
 }
 
 using Parser = Status (*)(const char* variable, std::string_view text, Config* config);
+// The setting's value as an integer, for settings every rank must give the
+// same value (AgreedSetting in config.h).
+using AgreedValue = int64_t (*)(const Config& config);
+// The column's value for settings the ranks may give different values.
+constexpr AgreedValue kMayDiffer = nullptr;
 
 struct Setting {
   const char* variable;
   const char* default_text;  // must parse to the Config member's initializer
   const char* description;
   Parser parse;
+  AgreedValue agreed;
 };
 
 constexpr int64_t kMaxCacheCapacity = int64_t{1} << 20;
@@ -127,17 +133,30 @@ Status parse_auto_or_bytes(const char* variable, std::string_view text, Config* 
   return Status::ok();
 }
 
+// The agreed value of an integer setting: the field itself.
+template <int64_t Config::*Field>
+int64_t field_value(const Config& config) {
+  return config.*Field;
+}
+
 // The one list of settings, in the order docs/configuration.md shows them.
+// The last column says whether herd::init compares the setting across ranks:
+// those that decide message layouts, fusion groups or the algorithm, which
+// ranks that disagreed would hang on. HERD_PROCESS_SETS must agree too but
+// is compared list by list when the sets are made; HERD_EAGER_PIECE_BYTES
+// may differ because the ranks take the smallest value.
 const std::array<Setting, 15> kSettings = {{
     {"HERD_FUSION_THRESHOLD", "4194304",
      "Most bytes packed into one fusion buffer; 0 turns fusion off, so every "
      "tensor is reduced on its own.",
-     &parse_non_negative_bytes<&Config::fusion_threshold_bytes>},
+     &parse_non_negative_bytes<&Config::fusion_threshold_bytes>,
+     &field_value<&Config::fusion_threshold_bytes>},
     {"HERD_FUSION_MAX_TENSOR_BYTES", "262144",
      "A tensor larger than this many bytes is reduced on its own, straight "
      "from its input to its output, rather than copied into and out of a "
      "fusion buffer; 0 puts no limit on the tensors fused.",
-     &parse_non_negative_bytes<&Config::fusion_max_tensor_bytes>},
+     &parse_non_negative_bytes<&Config::fusion_max_tensor_bytes>,
+     &field_value<&Config::fusion_max_tensor_bytes>},
     {"HERD_CYCLE_TIME", "100",
      "Longest an idle background thread sleeps between two agreement rounds, in "
      "milliseconds (a decimal such as 0.5 is allowed). A submitted tensor is taken "
@@ -149,7 +168,8 @@ const std::array<Setting, 15> kSettings = {{
        if (!value) return bad_value(variable, text, "a non-negative number of milliseconds");
        config->cycle_time_ms = *value;
        return Status::ok();
-     }},
+     },
+     kMayDiffer},
     {"HERD_CACHE_CAPACITY", "1024",
      "Tensor names the response cache remembers, at most 1048576; 0 turns the "
      "cache off, so every tensor is negotiated through rank 0 every time.",
@@ -162,7 +182,8 @@ const std::array<Setting, 15> kSettings = {{
        }
        config->cache_capacity = *value;
        return Status::ok();
-     }},
+     },
+     &field_value<&Config::cache_capacity>},
     {"HERD_LOG_LEVEL", "warning",
      "Least severe message written to stderr: trace, debug, info, warning, "
      "error or off (any letter case).",
@@ -173,7 +194,8 @@ const std::array<Setting, 15> kSettings = {{
        }
        config->log_level = *value;
        return Status::ok();
-     }},
+     },
+     kMayDiffer},
     {"HERD_RING_SEGMENT_BYTES", "1048576",
      "Size of one segment of the ring algorithms (allreduce, allgather, "
      "reducescatter): each ring step sends a chunk in segments of at most this "
@@ -183,12 +205,14 @@ const std::array<Setting, 15> kSettings = {{
        if (!value) return bad_value(variable, text, "a positive integer (bytes)");
        config->ring_segment_bytes = *value;
        return Status::ok();
-     }},
+     },
+     &field_value<&Config::ring_segment_bytes>},
     {"HERD_SMALL_ALLREDUCE_BYTES", "auto",
      "Buffers of at most this many bytes use recursive doubling instead of the "
      "ring; 0 always uses the ring; auto: 64 KiB up to 8 ranks, growing with "
      "the number of ranks to 4 MiB from 513 on (docs/performance.md).",
-     &parse_auto_or_bytes<&Config::small_allreduce_bytes>},
+     &parse_auto_or_bytes<&Config::small_allreduce_bytes>,
+     &field_value<&Config::small_allreduce_bytes>},
     {"HERD_EAGER_PIECE_BYTES", "auto",
      "A message longer than this many bytes but at most twice as long is sent "
      "as two MPI messages (pieces) of at most this size, which MPI sends "
@@ -196,12 +220,13 @@ const std::array<Setting, 15> kSettings = {{
      "shared-memory eager limit (btl_vader_eager_limit) less 128 bytes when the "
      "process set is on one machine, else 0. Ranks use the smallest value among "
      "them.",
-     &parse_auto_or_bytes<&Config::eager_piece_bytes>},
+     &parse_auto_or_bytes<&Config::eager_piece_bytes>, kMayDiffer},
     {"HERD_SHM_ALLREDUCE_BYTES", "auto",
      "CPU allreduces of at most this many bytes run through memory shared by "
      "the ranks instead of over MPI, when every rank of the process set is on "
      "one machine; 0 never; auto: any size.",
-     &parse_auto_or_bytes<&Config::shm_allreduce_bytes>},
+     &parse_auto_or_bytes<&Config::shm_allreduce_bytes>,
+     &field_value<&Config::shm_allreduce_bytes>},
     {"HERD_STALL_CHECK_TIME", "60",
      "Seconds a tensor may wait for other ranks before herd logs a warning "
      "naming it and the ranks that have not submitted it; 0 turns the check off. "
@@ -213,7 +238,8 @@ const std::array<Setting, 15> kSettings = {{
        if (!value) return bad_value(variable, text, "a non-negative number of seconds");
        config->stall_check_seconds = *value;
        return Status::ok();
-     }},
+     },
+     kMayDiffer},
     {"HERD_PROCESS_SETS", "",
      "Process sets made at init: rank lists separated by ';', ranks by ',' "
      "(\"0,2;1,3\" makes {0,2} as set 1 and {1,3} as set 2); empty makes none.",
@@ -226,7 +252,8 @@ const std::array<Setting, 15> kSettings = {{
        }
        config->process_sets = *value;
        return Status::ok();
-     }},
+     },
+     kMayDiffer},
     {"HERD_GPU_ALLREDUCE", "NCCL",
      "How collectives on GPU tensors run: NCCL on the device, or MPI through "
      "pinned host memory, copying one block while the ring reduces another "
@@ -241,7 +268,8 @@ const std::array<Setting, 15> kSettings = {{
          return bad_value(variable, text, "NCCL or MPI");
        }
        return Status::ok();
-     }},
+     },
+     [](const Config& config) { return static_cast<int64_t>(config.gpu_allreduce); }},
     {"HERD_HIERARCHICAL_ALLREDUCE", "0",
      "1: GPU allreduces run as an NCCL reduce-scatter among the ranks of each "
      "node, an MPI ring allreduce across nodes on each rank's part, and an NCCL "
@@ -251,7 +279,8 @@ const std::array<Setting, 15> kSettings = {{
        if (text != "0" && text != "1") return bad_value(variable, text, "0 or 1");
        config->hierarchical_allreduce = text == "1";
        return Status::ok();
-     }},
+     },
+     [](const Config& config) -> int64_t { return config.hierarchical_allreduce ? 1 : 0; }},
     {"HERD_NCCL_TIMEOUT", "600",
      "Seconds a started GPU collective may run before herd aborts its NCCL "
      "communicator (ncclCommAbort) and fails it and everything pending on that "
@@ -261,7 +290,8 @@ const std::array<Setting, 15> kSettings = {{
        if (!value) return bad_value(variable, text, "a non-negative number of seconds");
        config->nccl_timeout_seconds = *value;
        return Status::ok();
-     }},
+     },
+     kMayDiffer},
     {"HERD_GPU_STAGING_BYTES", "4194304",
      "Block size of the MPI path for GPU tensors: blocks are copied to pinned "
      "host memory, reduced by the ring and copied back, the copies of one "
@@ -271,7 +301,8 @@ const std::array<Setting, 15> kSettings = {{
        if (!value) return bad_value(variable, text, "a positive integer (bytes)");
        config->gpu_staging_bytes = *value;
        return Status::ok();
-     }},
+     },
+     &field_value<&Config::gpu_staging_bytes>},
 }};
 
 }  // namespace
@@ -306,9 +337,18 @@ std::vector<SettingDoc> setting_docs() {
   std::vector<SettingDoc> docs;
   docs.reserve(kSettings.size());
   for (const Setting& setting : kSettings) {
-    docs.push_back({setting.variable, setting.default_text, setting.description});
+    docs.push_back({setting.variable, setting.default_text, setting.description,
+                    setting.agreed != kMayDiffer});
   }
   return docs;
+}
+
+std::vector<AgreedSetting> settings_that_must_agree(const Config& config) {
+  std::vector<AgreedSetting> agreed;
+  for (const Setting& setting : kSettings) {
+    if (setting.agreed != kMayDiffer) agreed.push_back({setting.variable, setting.agreed(config)});
+  }
+  return agreed;
 }
 
 }  // namespace herd::detail

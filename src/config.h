@@ -91,9 +91,21 @@ struct SettingDoc {
   std::string variable;
   std::string default_value;
   std::string description;
+  // herd::init fails unless every rank gives this setting the same value.
+  bool compared_across_ranks = false;
 };
 
 // One entry per setting, in the order docs/configuration.md lists them.
 std::vector<SettingDoc> setting_docs();
+
+// A setting that herd::init compares across ranks, with its value in
+// `config` as an integer (an enum's enumerator, a switch's 0 or 1).
+struct AgreedSetting {
+  const char* variable;
+  int64_t value;
+};
+
+// The settings with compared_across_ranks, in the table's order.
+std::vector<AgreedSetting> settings_that_must_agree(const Config& config);
 
 }  // namespace herd::detail

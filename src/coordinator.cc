@@ -36,8 +36,9 @@ int label_of(const std::vector<int>& labels, std::size_t rank) {
   return labels.empty() ? static_cast<int>(rank) : labels[rank];
 }
 
-template <typename T>
-void check_field(const char* field, T Request::*member, const std::vector<Request>& requests,
+// `Owner` is Request or its base CollectiveArguments, whichever declares the field.
+template <typename T, typename Owner>
+void check_field(const char* field, T Owner::*member, const std::vector<Request>& requests,
                  const std::vector<int>& labels, std::vector<std::string>* clauses) {
   const T& first = requests[0].*member;
   bool differs = false;

@@ -17,11 +17,11 @@
 #include "src/message.h"
 
 #include <algorithm>
-#include <cstring>
 #include <limits>
 
 #include <fmt/format.h>
 
+#include "common/byte_codec.h"
 #include "common/enforce.h"
 
 namespace herd::detail {
@@ -46,21 +46,9 @@ int64_t product(const std::vector<int64_t>& shape) {
   return n;
 }
 
-class Writer {
+// The message fields over the common byte encoding (common/byte_codec.h).
+class Writer : public ByteWriter {
  public:
-  void u8(uint8_t value) { bytes_.push_back(value); }
-  void u32(uint32_t value) { little_endian(value, 4); }
-  void i32(int32_t value) { little_endian(static_cast<uint32_t>(value), 4); }
-  void i64(int64_t value) { little_endian(static_cast<uint64_t>(value), 8); }
-  void f64(double value) {
-    uint64_t bits = 0;
-    std::memcpy(&bits, &value, sizeof bits);
-    little_endian(bits, 8);
-  }
-  void string(const std::string& text) {
-    length(text.size());
-    bytes_.insert(bytes_.end(), text.begin(), text.end());
-  }
   void device(const Device& device) {
     u8(static_cast<uint8_t>(device.type));
     i32(device.index);
@@ -78,52 +66,32 @@ class Writer {
     HERD_ENFORCE_LE(n, std::size_t{std::numeric_limits<uint32_t>::max()});
     u32(static_cast<uint32_t>(n));
   }
-  std::vector<uint8_t> take() { return std::move(bytes_); }
-
- private:
-  void little_endian(uint64_t value, int num_bytes) {
-    for (int i = 0; i < num_bytes; ++i) bytes_.push_back(static_cast<uint8_t>(value >> (8 * i)));
+  // The fields Request and Response share, name to root, in wire order.
+  void arguments(const CollectiveArguments& a) {
+    string(a.name);
+    u8(static_cast<uint8_t>(a.dtype));
+    u8(static_cast<uint8_t>(a.op));
+    f64(a.prescale);
+    f64(a.postscale);
+    device(a.device);
+    shape(a.shape);
+    i32(a.root);
   }
-
-  std::vector<uint8_t> bytes_;
 };
 
-// Reads fields in order; the first failure sticks, and every later read is a
-// no-op, so decoders can read a whole entry and check once. Never reads past
-// size_.
-class Reader {
+// Reads fields in order; the first failure sticks (ByteReader), so decoders
+// can read a whole entry and check once.
+class Reader : public ByteReader {
  public:
-  Reader(const uint8_t* data, std::size_t size, const char* what)
-      : data_(data), size_(size), what_(what) {}
+  using ByteReader::ByteReader;
 
-  const Status& status() const { return status_; }
-  bool ok() const { return status_.is_ok(); }
-  std::size_t remaining() const { return size_ - pos_; }
-
-  uint8_t u8() { return static_cast<uint8_t>(little_endian(1)); }
-  uint32_t u32() { return static_cast<uint32_t>(little_endian(4)); }
-  int32_t i32() { return static_cast<int32_t>(u32()); }
-  int64_t i64() { return static_cast<int64_t>(little_endian(8)); }
-  double f64() {
-    uint64_t bits = little_endian(8);
-    double value = 0.0;
-    std::memcpy(&value, &bits, sizeof value);
-    return value;
-  }
-  std::string string() {
-    uint32_t length = u32();
-    if (!need(length)) return {};
-    std::string text(reinterpret_cast<const char*>(data_ + pos_), length);
-    pos_ += length;
-    return text;
-  }
   // An enum stored as one byte, checked against its last enumerator.
   template <typename Enum>
   Enum enumerator(const char* field, Enum last) {
-    std::size_t at = pos_;
+    std::size_t at = position();
     uint8_t raw = u8();
     if (ok() && raw > static_cast<uint8_t>(last)) {
-      fail(fmt::format("corrupt {} at byte {}: {} {} out of range", what_, at, field, raw));
+      fail(fmt::format("corrupt {} at byte {}: {} {} out of range", what(), at, field, raw));
     }
     return ok() ? static_cast<Enum>(raw) : Enum{};
   }
@@ -137,8 +105,8 @@ class Reader {
     uint32_t count = u32();
     if (!ok()) return {};
     if (count > remaining() / 4) {
-      fail(fmt::format("truncated {} at byte {}: {} shapes announced, {} bytes left", what_, pos_,
-                       count, remaining()));
+      fail(fmt::format("truncated {} at byte {}: {} shapes announced, {} bytes left", what(),
+                       position(), count, remaining()));
       return {};
     }
     std::vector<std::vector<int64_t>> result;
@@ -149,70 +117,57 @@ class Reader {
     uint32_t ndims = u32();
     if (!ok()) return {};
     if (ndims > remaining() / 8) {
-      fail(fmt::format("truncated {} at byte {}: shape of {} dims, {} bytes left", what_, pos_,
-                       ndims, remaining()));
+      fail(fmt::format("truncated {} at byte {}: shape of {} dims, {} bytes left", what(),
+                       position(), ndims, remaining()));
       return {};
     }
     std::vector<int64_t> shape(ndims);
     for (int64_t& extent : shape) {
-      std::size_t at = pos_;
+      std::size_t at = position();
       extent = i64();
       if (extent < 0) {
-        fail(fmt::format("corrupt {} at byte {}: negative extent {}", what_, at, extent));
+        fail(fmt::format("corrupt {} at byte {}: negative extent {}", what(), at, extent));
         return {};
       }
     }
     return shape;
   }
+  // The fields Request and Response share, name to root, in wire order.
+  void arguments(CollectiveArguments* a) {
+    a->name = string();
+    a->dtype = enumerator("dtype", kLastDataType);
+    a->op = enumerator("op", ReduceOp::kProduct);
+    a->prescale = f64();
+    a->postscale = f64();
+    a->device = device();
+    a->shape = shape();
+    a->root = i32();
+  }
   // The list header; returns the entry count, checked against the bytes left.
   uint32_t header(uint8_t kind, std::size_t min_entry_bytes) {
     uint8_t version = u8();
     if (ok() && version != kFormatVersion) {
-      fail(fmt::format("{} has format version {}, this build reads version {}", what_, version,
+      fail(fmt::format("{} has format version {}, this build reads version {}", what(), version,
                        kFormatVersion));
     }
-    std::size_t at = pos_;
+    std::size_t at = position();
     uint8_t found_kind = u8();
     if (ok() && found_kind != kind) {
-      fail(fmt::format("corrupt {} at byte {}: kind byte {}", what_, at, found_kind));
+      fail(fmt::format("corrupt {} at byte {}: kind byte {}", what(), at, found_kind));
     }
     uint32_t count = u32();
     if (ok() && count > remaining() / min_entry_bytes) {
-      fail(fmt::format("truncated {} at byte {}: {} entries announced, {} bytes left", what_, pos_,
-                       count, remaining()));
+      fail(fmt::format("truncated {} at byte {}: {} entries announced, {} bytes left", what(),
+                       position(), count, remaining()));
     }
     return ok() ? count : 0;
   }
   void finish() {
-    if (ok() && pos_ != size_) {
-      fail(fmt::format("corrupt {}: {} trailing bytes after byte {}", what_, size_ - pos_, pos_));
+    if (ok() && remaining() != 0) {
+      fail(fmt::format("corrupt {}: {} trailing bytes after byte {}", what(), remaining(),
+                       position()));
     }
   }
-
- private:
-  bool need(std::size_t num_bytes) {
-    if (!ok()) return false;
-    if (num_bytes > remaining()) {
-      fail(fmt::format("truncated {} at byte {}: {} bytes needed, {} left", what_, pos_, num_bytes,
-                       remaining()));
-      return false;
-    }
-    return true;
-  }
-  uint64_t little_endian(std::size_t num_bytes) {
-    if (!need(num_bytes)) return 0;
-    uint64_t value = 0;
-    for (std::size_t i = 0; i < num_bytes; ++i) value |= uint64_t{data_[pos_ + i]} << (8 * i);
-    pos_ += num_bytes;
-    return value;
-  }
-  void fail(std::string message) { status_ = Status::error(std::move(message)); }
-
-  const uint8_t* data_;
-  std::size_t size_;
-  std::size_t pos_ = 0;
-  const char* what_;
-  Status status_;
 };
 
 }  // namespace
@@ -230,26 +185,27 @@ const char* to_string(CollectiveType type) {
   return "unknown collective";
 }
 
-bool Request::same_signature(const Request& other) const {
-  return type == other.type && dtype == other.dtype && op == other.op &&
-         prescale == other.prescale && postscale == other.postscale && device == other.device &&
-         shape == other.shape && root == other.root && splits == other.splits &&
+bool CollectiveArguments::same_except_name_and_shape(const CollectiveArguments& other) const {
+  return dtype == other.dtype && op == other.op && prescale == other.prescale &&
+         postscale == other.postscale && device == other.device && root == other.root &&
          group_shapes == other.group_shapes;
 }
 
-int64_t Request::num_elements() const {
-  if (type != CollectiveType::kGroupedAllreduce) return product(shape);
-  int64_t total = 0;
-  for (const auto& member : group_shapes) total += product(member);
-  return total;
-}
-
-int64_t Response::num_elements() const {
+int64_t CollectiveArguments::count_elements(CollectiveType collective) const {
   if (collective != CollectiveType::kGroupedAllreduce) return product(shape);
   int64_t total = 0;
   for (const auto& member : group_shapes) total += product(member);
   return total;
 }
+
+bool Request::same_signature(const Request& other) const {
+  return type == other.type && same_except_name_and_shape(other) && shape == other.shape &&
+         splits == other.splits;
+}
+
+int64_t Request::num_elements() const { return count_elements(type); }
+
+int64_t Response::num_elements() const { return count_elements(collective); }
 
 std::size_t Response::num_bytes() const {
   return static_cast<std::size_t>(num_elements()) * element_size(dtype);
@@ -257,9 +213,7 @@ std::size_t Response::num_bytes() const {
 
 bool Response::matches(const Request& request) const {
   if (type == ResponseType::kError || collective != request.type || name != request.name ||
-      dtype != request.dtype || op != request.op || prescale != request.prescale ||
-      postscale != request.postscale || device != request.device || root != request.root ||
-      group_shapes != request.group_shapes) {
+      !same_except_name_and_shape(request)) {
     return false;
   }
   const auto rank = static_cast<std::size_t>(request.rank);
@@ -291,14 +245,7 @@ std::vector<uint8_t> encode(const RequestList& list) {
   for (const Request& r : list.requests) {
     out.i32(r.rank);
     out.u8(static_cast<uint8_t>(r.type));
-    out.string(r.name);
-    out.u8(static_cast<uint8_t>(r.dtype));
-    out.u8(static_cast<uint8_t>(r.op));
-    out.f64(r.prescale);
-    out.f64(r.postscale);
-    out.device(r.device);
-    out.shape(r.shape);
-    out.i32(r.root);
+    out.arguments(r);
     out.shape(r.splits);
     out.shapes(r.group_shapes);
   }
@@ -313,14 +260,7 @@ std::vector<uint8_t> encode(const ResponseList& list) {
   for (const Response& r : list.responses) {
     out.u8(static_cast<uint8_t>(r.type));
     out.u8(static_cast<uint8_t>(r.collective));
-    out.string(r.name);
-    out.u8(static_cast<uint8_t>(r.dtype));
-    out.u8(static_cast<uint8_t>(r.op));
-    out.f64(r.prescale);
-    out.f64(r.postscale);
-    out.device(r.device);
-    out.shape(r.shape);
-    out.i32(r.root);
+    out.arguments(r);
     out.shape(r.rank_extents);
     out.shapes(r.group_shapes);
     out.string(r.error_message);
@@ -337,14 +277,7 @@ Status decode(const uint8_t* data, std::size_t size, RequestList* list) {
     Request r;
     r.rank = in.i32();
     r.type = in.enumerator("collective", kLastCollectiveType);
-    r.name = in.string();
-    r.dtype = in.enumerator("dtype", kLastDataType);
-    r.op = in.enumerator("op", ReduceOp::kProduct);
-    r.prescale = in.f64();
-    r.postscale = in.f64();
-    r.device = in.device();
-    r.shape = in.shape();
-    r.root = in.i32();
+    in.arguments(&r);
     r.splits = in.shape();
     r.group_shapes = in.shapes();
     requests.push_back(std::move(r));
@@ -364,14 +297,7 @@ Status decode(const uint8_t* data, std::size_t size, ResponseList* list) {
     Response r;
     r.type = in.enumerator("response type", ResponseType::kError);
     r.collective = in.enumerator("collective", kLastCollectiveType);
-    r.name = in.string();
-    r.dtype = in.enumerator("dtype", kLastDataType);
-    r.op = in.enumerator("op", ReduceOp::kProduct);
-    r.prescale = in.f64();
-    r.postscale = in.f64();
-    r.device = in.device();
-    r.shape = in.shape();
-    r.root = in.i32();
+    in.arguments(&r);
     r.rank_extents = in.shape();
     r.group_shapes = in.shapes();
     r.error_message = in.string();

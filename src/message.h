@@ -31,10 +31,9 @@ constexpr CollectiveType kLastCollectiveType = CollectiveType::kGroupedAllreduce
 // "allreduce", "allgather", ...: the word error messages start with.
 const char* to_string(CollectiveType type);
 
-// One rank's readiness for one named tensor.
-struct Request {
-  int32_t rank = 0;
-  CollectiveType type = CollectiveType::kAllreduce;
+// The arguments of one named collective that a rank's Request and the
+// coordinator's Response both carry, encoded in this order in both.
+struct CollectiveArguments {
   std::string name;
   DataType dtype = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
@@ -43,10 +42,22 @@ struct Request {
   // The kind of memory only (index 0): each rank drives its own GPU, so the
   // ranks agree on "cpu" or "gpu", not on an ordinal.
   Device device;
-  std::vector<int64_t> shape;
+  std::vector<int64_t> shape;                      // a Response: rank 0's
   int32_t root = 0;                                // broadcast
-  std::vector<int64_t> splits;                     // alltoall: rows sent to each rank
   std::vector<std::vector<int64_t>> group_shapes;  // grouped allreduce: one per member
+
+  // Same dtype, op, scales, device, root and group shapes: the name and the
+  // shape are left to the callers, which compare them each in their own way.
+  bool same_except_name_and_shape(const CollectiveArguments& other) const;
+  // Elements of `shape`, or of every group shape for a grouped allreduce.
+  int64_t count_elements(CollectiveType collective) const;
+};
+
+// One rank's readiness for one named tensor.
+struct Request : CollectiveArguments {
+  int32_t rank = 0;
+  CollectiveType type = CollectiveType::kAllreduce;
+  std::vector<int64_t> splits;  // alltoall: rows sent to each rank
 
   // Same collective, dtype, op, scales, device and shape (the rank and the
   // name are not compared): what every rank must agree on.
@@ -65,22 +76,13 @@ enum class ResponseType : uint8_t {
 
 // What every rank does next with one name, decided by the coordinator (or
 // replayed from the response cache) and identical on all ranks.
-struct Response {
+struct Response : CollectiveArguments {
   ResponseType type = ResponseType::kExecute;
   CollectiveType collective = CollectiveType::kAllreduce;
-  std::string name;
-  DataType dtype = DataType::kFloat32;
-  ReduceOp op = ReduceOp::kSum;
-  double prescale = 1.0;
-  double postscale = 1.0;
-  Device device;
-  std::vector<int64_t> shape;  // rank 0's shape
-  int32_t root = 0;            // broadcast
   // allgather: every rank's first dimension; alltoall: the p x p matrix of
   // rows, row-major, [sender * p + receiver].
   std::vector<int64_t> rank_extents;
-  std::vector<std::vector<int64_t>> group_shapes;  // grouped allreduce
-  std::string error_message;                       // kError only
+  std::string error_message;  // kError only
 
   // Elements this rank's input holds (for allgather and alltoall, rank 0's).
   int64_t num_elements() const;

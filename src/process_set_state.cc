@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "collectives/mpi/eager_limit.h"
+#include "collectives/mpi/mpi_check.h"
 #include "common/logging.h"
 #include "herd/error.h"
 #include "src/blocking_call.h"
@@ -14,7 +15,7 @@ namespace {
 
 int rank_in(MPI_Comm comm) {
   int rank = 0;
-  MPI_Comm_rank(comm, &rank);
+  HERD_MPI_CHECK(MPI_Comm_rank(comm, &rank));
   return rank;
 }
 
@@ -25,12 +26,11 @@ ProcessSetState::ProcessSetState(int id, std::vector<int> ranks, MPI_Comm comm,
     : id_(id), ranks_(std::move(ranks)), set_rank_(rank_in(comm)), queue_(ranks_[set_rank_]) {
   // Own communicators keep the set's messages apart from every other set's
   // and the application's, and control apart from data.
-  int code = MPI_Comm_dup(comm, &control_comm_);
-  if (code == MPI_SUCCESS) code = MPI_Comm_dup(comm, &data_comm_);
-  if (code != MPI_SUCCESS) {
+  Status duplicated = HERD_MPI_STATUS(MPI_Comm_dup(comm, &control_comm_));
+  if (duplicated.is_ok()) duplicated = HERD_MPI_STATUS(MPI_Comm_dup(comm, &data_comm_));
+  if (!duplicated.is_ok()) {
     stop();
-    throw Error(fmt::format("process set {}: {}", id_,
-                            collectives::mpi_error_string("MPI_Comm_dup", code)));
+    throw Error(fmt::format("process set {}: {}", id_, duplicated.message()));
   }
   transport_ = std::make_unique<collectives::MpiTransport>(
       data_comm_, collectives::kMaxMpiMessageBytes,
@@ -93,8 +93,9 @@ void ProcessSetState::stop() {
   control_.reset();
   transport_.reset();
   node_shm_.reset();
-  if (control_comm_ != MPI_COMM_NULL) MPI_Comm_free(&control_comm_);
-  if (data_comm_ != MPI_COMM_NULL) MPI_Comm_free(&data_comm_);
+  // Reached from the destructor too, so failures are logged, not thrown.
+  if (control_comm_ != MPI_COMM_NULL) HERD_MPI_WARN_IF_ERROR(MPI_Comm_free(&control_comm_));
+  if (data_comm_ != MPI_COMM_NULL) HERD_MPI_WARN_IF_ERROR(MPI_Comm_free(&data_comm_));
 }
 
 }  // namespace herd::detail

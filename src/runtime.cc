@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "collectives/mpi/mpi_check.h"
 #include "common/logging.h"
 #include "herd/error.h"
 #include "src/handle_state.h"
@@ -14,10 +15,6 @@
 
 namespace herd::detail {
 namespace {
-
-void check_mpi(int code, const char* call) {
-  if (code != MPI_SUCCESS) throw Error("herd: " + collectives::mpi_error_string(call, code));
-}
 
 const char* thread_level_name(int level) {
   switch (level) {
@@ -31,38 +28,25 @@ const char* thread_level_name(int level) {
 
 // Settings that decide message layouts or algorithms must be equal on every
 // rank, or the ranks would disagree on the agreement vector's length, on
-// fusion groups or on the algorithm, and hang. Every rank sees the same
-// gathered values, so every rank throws the same error.
+// fusion groups or on the algorithm, and hang; the settings table (config.cc)
+// marks them. Every rank sees the same gathered values, so every rank throws
+// the same error.
 void check_settings_agree(const Config& config, int size) {
-  struct Shared {
-    const char* variable;
-    int64_t value;
-  };
-  const Shared shared[] = {
-      {"HERD_FUSION_THRESHOLD", config.fusion_threshold_bytes},
-      {"HERD_FUSION_MAX_TENSOR_BYTES", config.fusion_max_tensor_bytes},
-      {"HERD_CACHE_CAPACITY", config.cache_capacity},
-      {"HERD_RING_SEGMENT_BYTES", config.ring_segment_bytes},
-      {"HERD_SMALL_ALLREDUCE_BYTES", config.small_allreduce_bytes},
-      {"HERD_SHM_ALLREDUCE_BYTES", config.shm_allreduce_bytes},
-      {"HERD_GPU_ALLREDUCE", static_cast<int64_t>(config.gpu_allreduce)},
-      {"HERD_HIERARCHICAL_ALLREDUCE", config.hierarchical_allreduce ? 1 : 0},
-      {"HERD_GPU_STAGING_BYTES", config.gpu_staging_bytes},
-  };
-  constexpr int kCount = sizeof(shared) / sizeof(shared[0]);
-  int64_t mine[kCount];
-  for (int i = 0; i < kCount; ++i) mine[i] = shared[i].value;
-  std::vector<int64_t> all(static_cast<std::size_t>(kCount) * size);
-  check_mpi(
-      MPI_Allgather(mine, kCount, MPI_INT64_T, all.data(), kCount, MPI_INT64_T, MPI_COMM_WORLD),
-      "MPI_Allgather (settings)");
+  const std::vector<AgreedSetting> shared = settings_that_must_agree(config);
+  const int count = static_cast<int>(shared.size());
+  std::vector<int64_t> mine;
+  for (const AgreedSetting& setting : shared) mine.push_back(setting.value);
+  std::vector<int64_t> all(static_cast<std::size_t>(count) * size);
+  throw_if_failed(HERD_MPI_STATUS(MPI_Allgather(mine.data(), count, MPI_INT64_T, all.data(), count,
+                                                MPI_INT64_T, MPI_COMM_WORLD))
+                      .with_context("herd::init, comparing settings across ranks: "));
   std::vector<std::string> clauses;
-  for (int i = 0; i < kCount; ++i) {
+  for (int i = 0; i < count; ++i) {
     bool equal = true;
     std::vector<std::string> values;
     for (int r = 0; r < size; ++r) {
-      equal = equal && all[r * kCount + i] == all[i];
-      values.push_back(fmt::format("rank {} {}", r, all[r * kCount + i]));
+      equal = equal && all[r * count + i] == all[i];
+      values.push_back(fmt::format("rank {} {}", r, all[r * count + i]));
     }
     if (!equal)
       clauses.push_back(
@@ -79,7 +63,7 @@ std::vector<std::vector<int>> allgather_lists(const std::vector<int>& mine, MPI_
                                               int size) {
   const int count = static_cast<int>(mine.size());
   std::vector<int> counts(static_cast<std::size_t>(size));
-  check_mpi(MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm), "MPI_Allgather");
+  HERD_MPI_CHECK(MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm));
   std::vector<int> displacements(static_cast<std::size_t>(size));
   int total = 0;
   for (int r = 0; r < size; ++r) {
@@ -87,9 +71,8 @@ std::vector<std::vector<int>> allgather_lists(const std::vector<int>& mine, MPI_
     total += counts[r];
   }
   std::vector<int> all(static_cast<std::size_t>(total));
-  check_mpi(MPI_Allgatherv(mine.data(), count, MPI_INT, all.data(), counts.data(),
-                           displacements.data(), MPI_INT, comm),
-            "MPI_Allgatherv");
+  HERD_MPI_CHECK(MPI_Allgatherv(mine.data(), count, MPI_INT, all.data(), counts.data(),
+                                displacements.data(), MPI_INT, comm));
   std::vector<std::vector<int>> lists;
   for (int r = 0; r < size; ++r) {
     lists.emplace_back(all.begin() + displacements[r], all.begin() + displacements[r] + counts[r]);
@@ -119,7 +102,7 @@ void require_same_on_every_rank(const char* call, const std::vector<int>& mine, 
 
 std::unique_ptr<Runtime> Runtime::start(const Config& config) {
   int finalized = 0;
-  MPI_Finalized(&finalized);
+  HERD_MPI_CHECK(MPI_Finalized(&finalized));
   if (finalized) {
     throw Error(
         "herd::init: MPI has already been finalized (by herd::shutdown or the program); "
@@ -129,12 +112,12 @@ std::unique_ptr<Runtime> Runtime::start(const Config& config) {
   runtime->config_ = config;
 
   int initialized = 0;
-  MPI_Initialized(&initialized);
+  HERD_MPI_CHECK(MPI_Initialized(&initialized));
   int provided = MPI_THREAD_SINGLE;
   if (initialized) {
-    MPI_Query_thread(&provided);
+    HERD_MPI_CHECK(MPI_Query_thread(&provided));
   } else {
-    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
+    HERD_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided));
     runtime->owns_mpi_ = true;
   }
   runtime->thread_level_ = provided;
@@ -147,25 +130,23 @@ std::unique_ptr<Runtime> Runtime::start(const Config& config) {
     throw Error(message);  // ~Runtime finalizes MPI if herd started it
   }
 
-  check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &runtime->rank_), "MPI_Comm_rank");
-  check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &runtime->size_), "MPI_Comm_size");
+  HERD_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &runtime->rank_));
+  HERD_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &runtime->size_));
   check_settings_agree(config, runtime->size_);
   MPI_Comm local_comm;
-  check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, runtime->rank_, MPI_INFO_NULL,
-                                &local_comm),
-            "MPI_Comm_split_type");
-  MPI_Comm_rank(local_comm, &runtime->local_rank_);
-  MPI_Comm_size(local_comm, &runtime->local_size_);
-  MPI_Comm_free(&local_comm);
+  HERD_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, runtime->rank_,
+                                     MPI_INFO_NULL, &local_comm));
+  HERD_MPI_CHECK(MPI_Comm_rank(local_comm, &runtime->local_rank_));
+  HERD_MPI_CHECK(MPI_Comm_size(local_comm, &runtime->local_size_));
+  HERD_MPI_CHECK(MPI_Comm_free(&local_comm));
   // The ranks with the same local rank, one per machine, ordered by rank.
   MPI_Comm cross_comm;
-  check_mpi(MPI_Comm_split(MPI_COMM_WORLD, runtime->local_rank_, runtime->rank_, &cross_comm),
-            "MPI_Comm_split (cross)");
-  MPI_Comm_rank(cross_comm, &runtime->cross_rank_);
-  MPI_Comm_size(cross_comm, &runtime->cross_size_);
-  MPI_Comm_free(&cross_comm);
+  HERD_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, runtime->local_rank_, runtime->rank_, &cross_comm));
+  HERD_MPI_CHECK(MPI_Comm_rank(cross_comm, &runtime->cross_rank_));
+  HERD_MPI_CHECK(MPI_Comm_size(cross_comm, &runtime->cross_size_));
+  HERD_MPI_CHECK(MPI_Comm_free(&cross_comm));
 
-  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &runtime->registry_comm_), "MPI_Comm_dup");
+  HERD_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &runtime->registry_comm_));
   logging::set_rank(runtime->rank_);
   logging::set_level(config.log_level);
 
@@ -211,8 +192,9 @@ void Runtime::shutdown() {
   // Later sets first, the global set last.
   for (auto it = member_sets_.rbegin(); it != member_sets_.rend(); ++it) it->second->stop();
   member_sets_.clear();
-  if (registry_comm_ != MPI_COMM_NULL) MPI_Comm_free(&registry_comm_);
-  if (owns_mpi_) MPI_Finalize();
+  // Reached from ~Runtime too, so failures are logged, not thrown.
+  if (registry_comm_ != MPI_COMM_NULL) HERD_MPI_WARN_IF_ERROR(MPI_Comm_free(&registry_comm_));
+  if (owns_mpi_) HERD_MPI_WARN_IF_ERROR(MPI_Finalize());
   HERD_LOG(kInfo, "shut down");
 }
 
@@ -254,13 +236,12 @@ std::vector<ProcessSet> Runtime::process_sets() const {
 ProcessSet Runtime::create_process_set(int id, std::vector<int> ranks) {
   const bool member = std::binary_search(ranks.begin(), ranks.end(), rank_);
   MPI_Comm comm = MPI_COMM_NULL;
-  check_mpi(MPI_Comm_split(registry_comm_, member ? 0 : MPI_UNDEFINED, rank_, &comm),
-            "MPI_Comm_split");
+  HERD_MPI_CHECK(MPI_Comm_split(registry_comm_, member ? 0 : MPI_UNDEFINED, rank_, &comm));
   set_ranks_[id] = ranks;
   if (member) {
     member_sets_[id] =
         std::make_unique<ProcessSetState>(id, ranks, comm, config_, gpu_support_.get());
-    MPI_Comm_free(&comm);
+    HERD_MPI_CHECK(MPI_Comm_free(&comm));
   }
   HERD_LOG(kInfo, "process set {} with ranks [{}]", id, fmt::join(ranks, ","));
   return ProcessSet(id, std::move(ranks));

@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "common/byte_codec.h"
 #include "herd/error.h"
 #include "herd/train/checkpoint.h"
 
@@ -49,43 +50,20 @@ std::array<uint32_t, 256> make_crc_table() {
 
 // ---- writing ---------------------------------------------------------------
 
-class Writer {
+// The checkpoint's fields over the common byte encoding
+// (common/byte_codec.h), with its limits reported as herd::Error.
+class Writer : public detail::ByteWriter {
  public:
-  void bytes(const void* data, std::size_t size) {
-    const auto* p = static_cast<const unsigned char*>(data);
-    out_.insert(out_.end(), p, p + size);
-  }
-  void u32(uint32_t v) {
-    for (int i = 0; i < 4; ++i) out_.push_back(static_cast<unsigned char>(v >> (8 * i)));
-  }
-  void u64(uint64_t v) {
-    for (int i = 0; i < 8; ++i) out_.push_back(static_cast<unsigned char>(v >> (8 * i)));
-  }
-  void i64(int64_t v) { u64(static_cast<uint64_t>(v)); }
-  void f64(double v) {
-    uint64_t bits;
-    std::memcpy(&bits, &v, sizeof bits);
-    u64(bits);
-  }
   void string(const std::string& s, const std::string& what) {
     if (s.size() > UINT32_MAX) {
       throw Error(fmt::format("{} is {} bytes long; a checkpoint holds at most {}", what, s.size(),
                               UINT32_MAX));
     }
-    u32(static_cast<uint32_t>(s.size()));
-    bytes(s.data(), s.size());
+    ByteWriter::string(s);
   }
   void floats(const std::vector<float>& values) {
     u64(values.size());
-    const std::size_t start = out_.size();
-    out_.resize(start + 4 * values.size());
-    for (std::size_t i = 0; i < values.size(); ++i) {
-      uint32_t bits;
-      std::memcpy(&bits, &values[i], sizeof bits);
-      for (int b = 0; b < 4; ++b) {
-        out_[start + 4 * i + b] = static_cast<unsigned char>(bits >> (8 * b));
-      }
-    }
+    f32s(values.data(), values.size());
   }
   void count(std::size_t n, const std::string& what) {
     if (n > UINT32_MAX) {
@@ -97,19 +75,12 @@ class Writer {
   // Starts a section; end_section() fills in its length.
   void begin_section(const Tag& tag) {
     bytes(tag.data(), tag.size());
-    section_start_ = out_.size();
+    section_start_ = size();
     u64(0);
   }
-  void end_section() {
-    const uint64_t length = out_.size() - section_start_ - 8;
-    for (int i = 0; i < 8; ++i) {
-      out_[section_start_ + i] = static_cast<unsigned char>(length >> (8 * i));
-    }
-  }
-  std::vector<unsigned char>& data() { return out_; }
+  void end_section() { patch_u64(section_start_, size() - section_start_ - 8); }
 
  private:
-  std::vector<unsigned char> out_;
   std::size_t section_start_ = 0;
 };
 
@@ -165,69 +136,49 @@ std::vector<unsigned char> serialize(const Checkpoint& ck) {
   }
   w.end_section();
 
-  std::vector<unsigned char>& out = w.data();
-  const uint64_t payload_size = out.size() - kHeaderSize;
-  const uint32_t crc = crc32(out.data() + kHeaderSize, payload_size);
-  for (int i = 0; i < 4; ++i) out[12 + i] = static_cast<unsigned char>(crc >> (8 * i));
-  for (int i = 0; i < 8; ++i) out[16 + i] = static_cast<unsigned char>(payload_size >> (8 * i));
-  return out;
+  const uint64_t payload_size = w.size() - kHeaderSize;
+  w.patch_u32(12, crc32(w.data().data() + kHeaderSize, payload_size));
+  w.patch_u64(16, payload_size);
+  return w.take();
 }
 
 // ---- reading ---------------------------------------------------------------
 
-uint32_t get_u32(const unsigned char* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(p[i]) << (8 * i);
-  return v;
-}
-uint64_t get_u64(const unsigned char* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
-  return v;
-}
-
-// Reads within [pos, end) of one section; any read past the end is an
-// inconsistent length and throws naming the file, the section and the field.
+// Reads one section; any read past its end is an inconsistent length and
+// throws naming the file, the section and the field.
 class Reader {
  public:
   Reader(const std::string& path, const std::string& section, const unsigned char* begin,
-         const unsigned char* end)
-      : path_(path), section_(section), pos_(begin), begin_(begin), end_(end) {}
+         std::size_t length)
+      : path_(path), section_(section), in_(begin, length, section) {}
 
-  std::size_t remaining() const { return static_cast<std::size_t>(end_ - pos_); }
+  std::size_t remaining() const { return in_.remaining(); }
   void need(uint64_t n, const std::string& what) const {
     if (n > remaining()) {
       throw Error(fmt::format(
           "checkpoint '{}' is inconsistent: section {} at byte {} needs {} more bytes for {}, "
           "but only {} remain in the section",
-          path_, section_, pos_ - begin_, n, what, remaining()));
+          path_, section_, in_.position(), n, what, remaining()));
     }
   }
   uint32_t u32(const std::string& what) {
     need(4, what);
-    const uint32_t v = get_u32(pos_);
-    pos_ += 4;
-    return v;
+    return in_.u32();
   }
   uint64_t u64(const std::string& what) {
     need(8, what);
-    const uint64_t v = get_u64(pos_);
-    pos_ += 8;
-    return v;
+    return in_.u64();
   }
   int64_t i64(const std::string& what) { return static_cast<int64_t>(u64(what)); }
   double f64(const std::string& what) {
-    const uint64_t bits = u64(what);
-    double v;
-    std::memcpy(&v, &bits, sizeof v);
-    return v;
+    need(8, what);
+    return in_.f64();
   }
   std::string string(const std::string& what) {
     const uint32_t size = u32(what + " length");
     need(size, what);
-    std::string s(reinterpret_cast<const char*>(pos_), size);
-    pos_ += size;
-    return s;
+    const unsigned char* bytes = in_.range(size);
+    return std::string(reinterpret_cast<const char*>(bytes), size);
   }
   std::vector<float> floats(const std::string& what) {
     const uint64_t count = u64(what + " element count");
@@ -237,30 +188,22 @@ class Reader {
           "remain in section {}",
           path_, what, count, remaining(), section_));
     }
-    std::vector<float> values(count);
-    for (uint64_t i = 0; i < count; ++i) {
-      const uint32_t bits = get_u32(pos_ + 4 * i);
-      std::memcpy(&values[i], &bits, sizeof bits);
-    }
-    pos_ += 4 * count;
-    return values;
+    return in_.f32s(count);
   }
   // Every byte of the section must have been read.
   void finish() const {
-    if (pos_ != end_) {
+    if (remaining() != 0) {
       throw Error(fmt::format(
           "checkpoint '{}' is inconsistent: section {} is {} bytes long, but its contents end "
           "after {} bytes",
-          path_, section_, end_ - begin_, pos_ - begin_));
+          path_, section_, in_.position() + remaining(), in_.position()));
     }
   }
 
  private:
   const std::string& path_;
   std::string section_;
-  const unsigned char* pos_;
-  const unsigned char* begin_;
-  const unsigned char* end_;
+  detail::ByteReader in_;
 };
 
 void check_unique(std::unordered_set<std::string>& seen, const std::string& name,
@@ -285,14 +228,17 @@ Checkpoint parse(const std::string& path, const std::vector<unsigned char>& file
         fmt::format("checkpoint '{}' is truncated: {} bytes, shorter than the {}-byte header", path,
                     size, kHeaderSize));
   }
-  const uint32_t version = get_u32(file.data() + 8);
+  // The header's length was checked above, so none of its reads fails.
+  detail::ByteReader header(file.data(), kHeaderSize, "header");
+  (void)header.range(sizeof kMagic);
+  const uint32_t version = header.u32();
   if (version != kCheckpointVersion) {
     throw Error(fmt::format(
         "checkpoint '{}' has unsupported format version {} (this build reads version {})", path,
         version, kCheckpointVersion));
   }
-  const uint32_t stored_crc = get_u32(file.data() + 12);
-  const uint64_t payload_size = get_u64(file.data() + 16);
+  const uint32_t stored_crc = header.u32();
+  const uint64_t payload_size = header.u64();
   const uint64_t actual_payload = size - kHeaderSize;
   if (actual_payload < payload_size) {
     throw Error(fmt::format(
@@ -317,32 +263,32 @@ Checkpoint parse(const std::string& path, const std::vector<unsigned char>& file
 
   Checkpoint ck;
   std::unordered_set<std::string> sections;
-  const unsigned char* pos = payload;
-  const unsigned char* const end = payload + payload_size;
-  while (pos != end) {
-    const auto offset = static_cast<uint64_t>(pos - file.data());
-    if (static_cast<std::size_t>(end - pos) < kSectionHeaderSize) {
+  // Every read below is checked against what remains first, with its own
+  // message, so `sections_in` never fails.
+  detail::ByteReader sections_in(payload, payload_size, "payload");
+  while (sections_in.remaining() > 0) {
+    const uint64_t offset = kHeaderSize + sections_in.position();
+    if (sections_in.remaining() < kSectionHeaderSize) {
       throw Error(fmt::format(
           "checkpoint '{}' is inconsistent: a section header at byte {} needs {} bytes, but only "
           "{} remain",
-          path, offset, kSectionHeaderSize, end - pos));
+          path, offset, kSectionHeaderSize, sections_in.remaining()));
     }
     Tag tag;
-    std::memcpy(tag.data(), pos, tag.size());
-    const uint64_t length = get_u64(pos + 4);
-    pos += kSectionHeaderSize;
+    sections_in.bytes(tag.data(), tag.size());
+    const uint64_t length = sections_in.u64();
     const std::string name = tag_text(tag);
-    if (length > static_cast<uint64_t>(end - pos)) {
+    if (length > sections_in.remaining()) {
       throw Error(fmt::format(
           "checkpoint '{}' is inconsistent: section {} at byte {} is {} bytes long, but only {} "
           "bytes remain in the file",
-          path, name, offset, length, end - pos));
+          path, name, offset, length, sections_in.remaining()));
     }
     if (!sections.insert(name).second) {
       throw Error(
           fmt::format("checkpoint '{}' is inconsistent: section {} appears twice", path, name));
     }
-    Reader r(path, name, pos, pos + length);
+    Reader r(path, name, sections_in.range(length), length);
     std::unordered_set<std::string> seen;
     if (tag == kSchedule) {
       ck.step = r.i64("step");
@@ -382,7 +328,6 @@ Checkpoint parse(const std::string& path, const std::vector<unsigned char>& file
           path, name, offset, kCheckpointVersion));
     }
     r.finish();
-    pos += length;
   }
   for (const Tag& tag : {kSchedule, kMetadata, kParameters, kOptimizer}) {
     if (sections.count(tag_text(tag)) == 0) {

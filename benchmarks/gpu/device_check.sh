@@ -51,6 +51,9 @@
 #   HERD_CHECK_KEEP_BUILD  1: build incrementally in an existing build folder
 #   HERD_CHECK_FORCE_DEBS  1: use the carried packages even where the machine has its own
 set -uo pipefail
+# shellcheck source=scripts/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/common.sh"
+herd_handle_help "$@"
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root" || exit 2

@@ -20,6 +20,9 @@
 # image, so that a change of the list shows up here rather than on the GPU
 # machine. Exits non-zero if a download fails or .debs/ exceeds 40 MiB.
 set -euo pipefail
+# shellcheck source=scripts/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/common.sh"
+herd_handle_help "$@"
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 dest="$root/.debs"

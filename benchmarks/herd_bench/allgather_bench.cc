@@ -95,7 +95,7 @@ int64_t run_allgather_bench(const AllgatherBenchOptions& options, MPI_Comm comm)
           "mpi",
           [&] {
             const int n = static_cast<int>(block);
-            check_mpi(MPI_Allgather(in, n, type, out, n, type, comm), "MPI_Allgather");
+            HERD_MPI_CHECK(MPI_Allgather(in, n, type, out, n, type, comm));
           },
           [&] { return wrong_in(out, "mpi"); });
     }

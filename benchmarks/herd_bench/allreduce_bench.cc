@@ -129,9 +129,8 @@ int64_t run_allreduce_bench(const AllreduceBenchOptions& options, MPI_Comm comm)
       wrong += run.measure(
           "mpi",
           [&] {
-            check_mpi(
-                MPI_Allreduce(in, out, static_cast<int>(count), type, mpi_op(options.op), comm),
-                "MPI_Allreduce");
+            HERD_MPI_CHECK(
+                MPI_Allreduce(in, out, static_cast<int>(count), type, mpi_op(options.op), comm));
             divide_if_average();
           },
           output_wrong("mpi"));

@@ -101,7 +101,7 @@ int64_t run_alltoall_bench(const AlltoallBenchOptions& options, MPI_Comm comm) {
           "mpi",
           [&] {
             const int n = static_cast<int>(block);
-            check_mpi(MPI_Alltoall(in, n, type, out, n, type, comm), "MPI_Alltoall");
+            HERD_MPI_CHECK(MPI_Alltoall(in, n, type, out, n, type, comm));
           },
           [&] { return wrong_in(out, "mpi"); });
     }

@@ -1,14 +1,6 @@
 #include "benchmarks/herd_bench/bench_mpi.h"
 
-#include <stdexcept>
-
-#include "collectives/mpi/mpi_transport.h"
-
 namespace herd::bench {
-
-void check_mpi(int code, const char* call) {
-  if (code != MPI_SUCCESS) throw std::runtime_error(collectives::mpi_error_string(call, code));
-}
 
 MPI_Datatype mpi_type(DataType dtype) {
   switch (dtype) {

@@ -1,5 +1,7 @@
 // MPI helpers shared by herd-bench's sweeps: a duplicated communicator, MPI's
 // names for herd's dtypes and ops, and the timing loop every path runs in.
+// herd-bench checks its MPI calls with HERD_MPI_CHECK (mpi_check.h), which
+// throws herd::Error naming the call, file and line.
 //
 // Called by the benchmark's main thread on every rank; MPI is initialized with
 // MPI_THREAD_MULTIPLE (herd's background thread uses MPI meanwhile).
@@ -7,19 +9,17 @@
 
 #include <mpi.h>
 
+#include "collectives/mpi/mpi_check.h"
 #include "herd/types.h"
 
 namespace herd::bench {
-
-// Throws std::runtime_error with MPI's text when `code` is not MPI_SUCCESS.
-void check_mpi(int code, const char* call);
 
 // An MPI_Comm_dup of a communicator, freed on destruction: each path that
 // talks MPI itself gets its own, so its tags never meet herd's or another's.
 class DupComm {
  public:
-  explicit DupComm(MPI_Comm comm) { check_mpi(MPI_Comm_dup(comm, &comm_), "MPI_Comm_dup"); }
-  ~DupComm() { MPI_Comm_free(&comm_); }
+  explicit DupComm(MPI_Comm comm) { HERD_MPI_CHECK(MPI_Comm_dup(comm, &comm_)); }
+  ~DupComm() { HERD_MPI_WARN_IF_ERROR(MPI_Comm_free(&comm_)); }
   DupComm(const DupComm&) = delete;
   DupComm& operator=(const DupComm&) = delete;
   MPI_Comm get() const { return comm_; }
@@ -40,12 +40,12 @@ MPI_Op mpi_op(ReduceOp op);
 template <typename Fn>
 double time_path(Fn&& once, int warmup, int iterations, MPI_Comm comm) {
   for (int i = 0; i < warmup; ++i) once();
-  check_mpi(MPI_Barrier(comm), "MPI_Barrier");
+  HERD_MPI_CHECK(MPI_Barrier(comm));
   const double start = MPI_Wtime();
   for (int i = 0; i < iterations; ++i) once();
   const double mean = (MPI_Wtime() - start) / iterations;
   double slowest = 0;
-  check_mpi(MPI_Reduce(&mean, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, comm), "MPI_Reduce");
+  HERD_MPI_CHECK(MPI_Reduce(&mean, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, comm));
   return slowest;
 }
 

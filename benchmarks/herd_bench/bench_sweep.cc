@@ -14,8 +14,8 @@ namespace herd::bench {
 
 Sweep open_sweep(const SweepOptions& options, MPI_Comm comm) {
   int rank = 0, ranks = 1;
-  check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
-  check_mpi(MPI_Comm_size(comm, &ranks), "MPI_Comm_size");
+  HERD_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  HERD_MPI_CHECK(MPI_Comm_size(comm, &ranks));
   if (ranks != herd::size()) throw std::runtime_error("herd-bench: comm is not herd's world");
   if (!is_supported(options.dtype)) {
     throw std::runtime_error("herd-bench: unsupported dtype " + to_string(options.dtype));
@@ -101,13 +101,12 @@ void SizeRun::measure_memcpy() const {
 void SizeRun::measure_ceiling(const char* path,
                               const std::function<double()>& rank0_seconds) const {
   if (sweep_.rank == 0) sweep_.table.print_row(base_row(path, rank0_seconds()));
-  check_mpi(MPI_Barrier(sweep_.comm), "MPI_Barrier");
+  HERD_MPI_CHECK(MPI_Barrier(sweep_.comm));
 }
 
 int64_t SizeRun::finish_row(const char* path, double seconds, int64_t local_wrong) const {
   int64_t wrong = 0;
-  check_mpi(MPI_Allreduce(&local_wrong, &wrong, 1, MPI_INT64_T, MPI_SUM, sweep_.comm),
-            "MPI_Allreduce");
+  HERD_MPI_CHECK(MPI_Allreduce(&local_wrong, &wrong, 1, MPI_INT64_T, MPI_SUM, sweep_.comm));
   if (sweep_.rank == 0) {
     Row row = base_row(path, seconds);
     row.redop = columns_.redop;

@@ -109,10 +109,7 @@ int64_t run_broadcast_bench(const BroadcastBenchOptions& options, MPI_Comm comm)
         buffer_wrong("chain"));
     if (type != MPI_DATATYPE_NULL && count <= INT_MAX) {
       wrong += run.measure(
-          "mpi",
-          [&] {
-            check_mpi(MPI_Bcast(buf, static_cast<int>(count), type, root, comm), "MPI_Bcast");
-          },
+          "mpi", [&] { HERD_MPI_CHECK(MPI_Bcast(buf, static_cast<int>(count), type, root, comm)); },
           buffer_wrong("mpi"));
     }
     run.measure_memcpy();

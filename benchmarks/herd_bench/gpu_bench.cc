@@ -25,10 +25,10 @@ int require_gpu(MPI_Comm comm) {
   // Every rank returns the largest code. Ranks of one executable agree on
   // whether CUDA is built, so the codes can only differ in kExitNoDevice.
   int worst = 0;
-  check_mpi(MPI_Allreduce(&local.exit_code, &worst, 1, MPI_INT, MPI_MAX, comm), "MPI_Allreduce");
+  HERD_MPI_CHECK(MPI_Allreduce(&local.exit_code, &worst, 1, MPI_INT, MPI_MAX, comm));
   if (worst == 0) return 0;
   int rank = 0;
-  check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+  HERD_MPI_CHECK(MPI_Comm_rank(comm, &rank));
   if (rank == 0) {
     const std::string why =
         local.exit_code != 0 ? local.message : "another rank has no CUDA device";

@@ -101,14 +101,13 @@ GpuPlacement select_gpu(MPI_Comm comm, int local_rank) {
   constexpr std::size_t kRecordBytes = MPI_MAX_PROCESSOR_NAME + kUuidBytes;
   std::array<char, kRecordBytes> mine{};
   int length = 0;
-  check_mpi(MPI_Get_processor_name(mine.data(), &length), "MPI_Get_processor_name");
+  HERD_MPI_CHECK(MPI_Get_processor_name(mine.data(), &length));
   std::memcpy(mine.data() + MPI_MAX_PROCESSOR_NAME, properties.uuid.bytes, kUuidBytes);
   int ranks = 1;
-  check_mpi(MPI_Comm_size(comm, &ranks), "MPI_Comm_size");
+  HERD_MPI_CHECK(MPI_Comm_size(comm, &ranks));
   std::vector<char> all(kRecordBytes * static_cast<std::size_t>(ranks));
-  check_mpi(MPI_Allgather(mine.data(), static_cast<int>(kRecordBytes), MPI_CHAR, all.data(),
-                          static_cast<int>(kRecordBytes), MPI_CHAR, comm),
-            "MPI_Allgather");
+  HERD_MPI_CHECK(MPI_Allgather(mine.data(), static_cast<int>(kRecordBytes), MPI_CHAR, all.data(),
+                               static_cast<int>(kRecordBytes), MPI_CHAR, comm));
   for (int a = 0; a < ranks && placement.shared.empty(); ++a) {
     for (int b = a + 1; b < ranks; ++b) {
       const char* record_a = all.data() + kRecordBytes * static_cast<std::size_t>(a);

@@ -26,6 +26,7 @@
 
 #include <herd/tensor.h>
 
+#include "benchmarks/herd_bench/bench_mpi.h"
 #include "benchmarks/herd_bench/gpu_bench.h"
 #include "benchmarks/herd_bench/gpu_cuda.h"
 #include "benchmarks/herd_bench/model_shapes.h"
@@ -167,7 +168,7 @@ int64_t run_case(const FusionCase& c, const FusionBenchOptions& options, const D
 int64_t run_gpu_fusion_bench(const FusionBenchOptions& options, MPI_Comm comm) {
   const GpuPlacement placement = select_gpu(comm, 0);
   int rank = 0;
-  MPI_Comm_rank(comm, &rank);
+  HERD_MPI_CHECK(MPI_Comm_rank(comm, &rank));
   if (rank != 0) return 0;  // one GPU's kernels: rank 0 alone measures
   const Device device = Device::gpu(placement.device);
   const CudaStream stream;

@@ -15,7 +15,7 @@ namespace {
 class MpiStagedBaseline : public GpuAllreduceBaseline {
  public:
   MpiStagedBaseline(MPI_Comm comm, cudaStream_t stream) : comm_(comm), stream_(stream) {
-    check_mpi(MPI_Comm_size(comm_.get(), &ranks_), "MPI_Comm_size");
+    HERD_MPI_CHECK(MPI_Comm_size(comm_.get(), &ranks_));
   }
 
   const char* path() const override { return "mpi-staged"; }
@@ -37,9 +37,8 @@ class MpiStagedBaseline : public GpuAllreduceBaseline {
     const std::size_t bytes = static_cast<std::size_t>(count) * element_size(dtype);
     void* host = staging_.reserve(bytes);
     copy_to_host(host, input, bytes, stream_);
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, host, static_cast<int>(count), mpi_type(dtype),
-                            mpi_op(op), comm_.get()),
-              "MPI_Allreduce");
+    HERD_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, host, static_cast<int>(count), mpi_type(dtype),
+                                 mpi_op(op), comm_.get()));
     if (op == ReduceOp::kAverage) ops::divide(host, count, dtype, ranks_);
     copy_to_device(output, host, bytes, stream_);
   }

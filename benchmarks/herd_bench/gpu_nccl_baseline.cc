@@ -74,11 +74,11 @@ class NcclBaseline : public GpuAllreduceBaseline {
   // Collective over `comm`; the rank's device must be current.
   NcclBaseline(MPI_Comm comm, cudaStream_t stream) : stream_(stream) {
     int rank = 0;
-    check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
-    check_mpi(MPI_Comm_size(comm, &ranks_), "MPI_Comm_size");
+    HERD_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    HERD_MPI_CHECK(MPI_Comm_size(comm, &ranks_));
     ncclUniqueId id{};
     if (rank == 0) HERD_BENCH_NCCL(ncclGetUniqueId(&id));
-    check_mpi(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, comm), "MPI_Bcast");
+    HERD_MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, comm));
     HERD_BENCH_NCCL(ncclCommInitRank(&comm_, ranks_, id, rank));
   }
   ~NcclBaseline() override { (void)ncclCommDestroy(comm_); }

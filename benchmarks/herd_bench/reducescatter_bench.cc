@@ -105,9 +105,8 @@ int64_t run_reducescatter_bench(const ReducescatterBenchOptions& options, MPI_Co
       wrong += run.measure(
           "mpi",
           [&] {
-            check_mpi(
-                MPI_Reduce_scatter_block(in, out, static_cast<int>(block), type, mpi_op(op), comm),
-                "MPI_Reduce_scatter_block");
+            HERD_MPI_CHECK(
+                MPI_Reduce_scatter_block(in, out, static_cast<int>(block), type, mpi_op(op), comm));
             divide_if_average();
           },
           [&] { return wrong_in(out, "mpi"); });

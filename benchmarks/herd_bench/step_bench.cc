@@ -48,8 +48,7 @@ void allreduce_floats(const void* send, float* recv, int64_t count, MPI_Comm com
     const int piece = static_cast<int>(std::min<int64_t>(count - done, INT_MAX));
     const void* piece_send =
         send == MPI_IN_PLACE ? MPI_IN_PLACE : static_cast<const float*>(send) + done;
-    check_mpi(MPI_Allreduce(piece_send, recv + done, piece, MPI_FLOAT, MPI_SUM, comm),
-              "MPI_Allreduce");
+    HERD_MPI_CHECK(MPI_Allreduce(piece_send, recv + done, piece, MPI_FLOAT, MPI_SUM, comm));
     done += piece;
   }
 }

@@ -68,8 +68,8 @@ ScopedEnvironment::~ScopedEnvironment() {
 
 StepRun::StepRun(const StepBenchOptions& options, MPI_Comm comm, int path_count)
     : options(options), comm(comm), path_count(path_count) {
-  check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
-  check_mpi(MPI_Comm_size(comm, &ranks), "MPI_Comm_size");
+  HERD_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  HERD_MPI_CHECK(MPI_Comm_size(comm, &ranks));
   if (ranks != herd::size()) throw std::runtime_error("herd-bench: comm is not herd's world");
   plan = plan_step(model_parameters(options.model), options.backward_ms / 1e3);
   for (const StepTensor& t : plan) total += t.count;
@@ -108,7 +108,7 @@ StepPathResult StepRun::measure(const char* path, const std::function<void()>& s
     for (int i = 0; i < steps; ++i) {
       if (i == steps - 1) poison();
       if (prepare) prepare();
-      check_mpi(MPI_Barrier(comm), "MPI_Barrier");
+      HERD_MPI_CHECK(MPI_Barrier(comm));
       const double start = MPI_Wtime();
       step();
       const double elapsed = MPI_Wtime() - start;
@@ -117,15 +117,13 @@ StepPathResult StepRun::measure(const char* path, const std::function<void()>& s
   }
   // A step lasts until its slowest rank is done: the maximum per step.
   std::vector<double> slowest(seconds.size());
-  check_mpi(
-      MPI_Reduce(seconds.data(), slowest.data(), options.iterations, MPI_DOUBLE, MPI_MAX, 0, comm),
-      "MPI_Reduce");
+  HERD_MPI_CHECK(
+      MPI_Reduce(seconds.data(), slowest.data(), options.iterations, MPI_DOUBLE, MPI_MAX, 0, comm));
   fetch();
   const int64_t local_wrong = count_wrong(path);
   StepPathResult result;
   result.path = path;
-  check_mpi(MPI_Allreduce(&local_wrong, &result.wrong, 1, MPI_INT64_T, MPI_SUM, comm),
-            "MPI_Allreduce");
+  HERD_MPI_CHECK(MPI_Allreduce(&local_wrong, &result.wrong, 1, MPI_INT64_T, MPI_SUM, comm));
   if (rank == 0) result.stats = summarize_steps(slowest);
   return result;
 }

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstring>
 
+#include "collectives/mpi/mpi_check.h"
 #include "collectives/mpi/mpi_transport.h"
 
 namespace herd::collectives {
@@ -38,7 +39,7 @@ std::size_t read_size_cvar(const char* wanted) {
     // Room for one value of either width; the limits are non-negative.
     std::array<unsigned char, 8> value{};
     const bool read = count == 1 && MPI_T_cvar_read(handle, value.data()) == MPI_SUCCESS;
-    MPI_T_cvar_handle_free(&handle);
+    HERD_MPI_WARN_IF_ERROR(MPI_T_cvar_handle_free(&handle));
     if (!read) return 0;
     if (type_size == 4) {
       uint32_t narrow = 0;
@@ -60,7 +61,7 @@ std::size_t read_shared_memory_eager_limit() {
     limit = read_size_cvar(name);
     if (limit > 0) break;
   }
-  MPI_T_finalize();
+  HERD_MPI_WARN_IF_ERROR(MPI_T_finalize());
   return limit;
 }
 
@@ -79,14 +80,14 @@ std::size_t agree_eager_piece_bytes(MPI_Comm comm, int64_t configured) {
     mine = static_cast<uint64_t>(configured);
   } else {
     int size = 0;
-    check_mpi_setup("MPI_Comm_size", MPI_Comm_size(comm, &size));
+    HERD_MPI_CHECK(MPI_Comm_size(comm, &size));
     const int node_size = ranks_on_this_machine(comm);
     // One rank sends no messages: no reason to pay for reading the limit.
     const std::size_t limit = size > 1 && node_size == size ? shared_memory_eager_limit() : 0;
     mine = limit > 2 * kEagerHeaderAllowance ? limit - kEagerHeaderAllowance : 0;
   }
   uint64_t agreed = 0;
-  check_mpi_setup("MPI_Allreduce", MPI_Allreduce(&mine, &agreed, 1, MPI_UINT64_T, MPI_MIN, comm));
+  HERD_MPI_CHECK(MPI_Allreduce(&mine, &agreed, 1, MPI_UINT64_T, MPI_MIN, comm));
   return static_cast<std::size_t>(agreed);
 }
 

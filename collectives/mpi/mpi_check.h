@@ -7,8 +7,10 @@
 // comes back here instead of aborting the job. Code whose errors travel as a
 // Status (the background thread, the transports) uses HERD_MPI_STATUS or
 // HERD_MPI_RETURN_IF_ERROR; code on the caller's thread that reports with an
-// exception (init, shutdown, setup of a communicator) uses HERD_MPI_CHECK,
-// which throws herd::Error.
+// exception (init, setup of a communicator) uses HERD_MPI_CHECK, which
+// throws herd::Error. Calls that release something on a path that must not
+// throw (a destructor, shutdown) use HERD_MPI_WARN_IF_ERROR, which logs a
+// warning with the same text and goes on.
 #pragma once
 
 #include <string>
@@ -17,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "common/logging.h"
 #include "common/status.h"
 #include "herd/error.h"
 
@@ -45,10 +48,23 @@ inline void throw_if_failed(const Status& status) {
   if (!status.is_ok()) throw Error("herd: " + status.message());
 }
 
+// Logs the failure as a warning (common/logging.h); never throws.
+inline void warn_if_failed(const Status& status) {
+  if (!status.is_ok()) HERD_LOG(kWarning, "{}", status.message());
+}
+
 }  // namespace herd::detail
 
+// Each macro stringifies `call` itself: passed on to HERD_MPI_STATUS, the
+// argument would be macro-expanded first, and MPI's constants are macros
+// (MPI_BYTE would read "(static_cast<MPI_Datatype> ...").
 #define HERD_MPI_STATUS(call) ::herd::detail::mpi_status((call), #call, __FILE__, __LINE__)
 
-#define HERD_MPI_RETURN_IF_ERROR(call) HERD_RETURN_IF_ERROR(HERD_MPI_STATUS(call))
+#define HERD_MPI_RETURN_IF_ERROR(call) \
+  HERD_RETURN_IF_ERROR(::herd::detail::mpi_status((call), #call, __FILE__, __LINE__))
 
-#define HERD_MPI_CHECK(call) ::herd::detail::throw_if_failed(HERD_MPI_STATUS(call))
+#define HERD_MPI_CHECK(call) \
+  ::herd::detail::throw_if_failed(::herd::detail::mpi_status((call), #call, __FILE__, __LINE__))
+
+#define HERD_MPI_WARN_IF_ERROR(call) \
+  ::herd::detail::warn_if_failed(::herd::detail::mpi_status((call), #call, __FILE__, __LINE__))

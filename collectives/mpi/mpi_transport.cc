@@ -24,7 +24,8 @@
 // run; not before, because a yield is a system call that costs about as much
 // as a whole small message between two ranks on one machine.
 //
-// Every MPI return code is checked and turned into a Status naming the call.
+// Every MPI return code is checked (mpi_check.h) and turned into a Status
+// naming the call, the file and line and MPI's text.
 #include "collectives/mpi/mpi_transport.h"
 
 #include <algorithm>
@@ -38,6 +39,7 @@
 
 #include <fmt/format.h>
 
+#include "collectives/mpi/mpi_check.h"
 #include "common/enforce.h"
 
 namespace herd::collectives {
@@ -90,12 +92,13 @@ class MpiTransfer final : public PendingTransfer {
     const std::size_t offset = static_cast<std::size_t>(posted_) * max_piece_bytes_;
     const int count = static_cast<int>(piece_bytes(posted_));
     MPI_Request* request = &requests_[static_cast<std::size_t>(posted_)];
-    const int code = direction_ == Direction::kSend
-                         ? MPI_Isend(data_ + offset, count, MPI_BYTE, peer_, tag_, comm_, request)
-                         : MPI_Irecv(data_ + offset, count, MPI_BYTE, peer_, tag_, comm_, request);
-    if (code != MPI_SUCCESS) {
-      fail(describe() +
-           mpi_error_string(direction_ == Direction::kSend ? "MPI_Isend" : "MPI_Irecv", code));
+    const Status posted = direction_ == Direction::kSend
+                              ? HERD_MPI_STATUS(MPI_Isend(data_ + offset, count, MPI_BYTE, peer_,
+                                                          tag_, comm_, request))
+                              : HERD_MPI_STATUS(MPI_Irecv(data_ + offset, count, MPI_BYTE, peer_,
+                                                          tag_, comm_, request));
+    if (!posted.is_ok()) {
+      fail(describe() + posted.message());
       return false;
     }
     ++posted_;
@@ -108,11 +111,11 @@ class MpiTransfer final : public PendingTransfer {
     const int64_t piece = completed_;
     int done = 0;
     MPI_Status status;
-    const int code = MPI_Test(&requests_[static_cast<std::size_t>(piece)], &done, &status);
-    if (code != MPI_SUCCESS) {
+    const Status tested =
+        HERD_MPI_STATUS(MPI_Test(&requests_[static_cast<std::size_t>(piece)], &done, &status));
+    if (!tested.is_ok()) {
       ++completed_;
-      fail(describe() + fmt::format("piece {} of {}: ", piece, num_pieces_) +
-           mpi_error_string("MPI_Test", code));
+      fail(describe() + fmt::format("piece {} of {}: ", piece, num_pieces_) + tested.message());
       return true;
     }
     if (!done) return false;
@@ -140,9 +143,9 @@ class MpiTransfer final : public PendingTransfer {
   // count differs from the count it was posted for.
   void check_received(int64_t piece, MPI_Status& status) {
     int received = 0;
-    const int code = MPI_Get_count(&status, MPI_BYTE, &received);
-    if (code != MPI_SUCCESS) {
-      fail(describe() + mpi_error_string("MPI_Get_count", code));
+    const Status counted = HERD_MPI_STATUS(MPI_Get_count(&status, MPI_BYTE, &received));
+    if (!counted.is_ok()) {
+      fail(describe() + counted.message());
       return;
     }
     const std::size_t expected = piece_bytes(piece);
@@ -162,11 +165,18 @@ class MpiTransfer final : public PendingTransfer {
     if (direction_ == Direction::kReceive) cancel_posted_pieces();
   }
 
-  // Cancelled receives complete at once, so waiting for them cannot hang.
+  // Cancelled receives complete at once, so waiting for them cannot hang. The
+  // transfer has failed already and this may run in its destructor, so a
+  // failure here is logged, not returned.
   void cancel_posted_pieces() {
     for (int64_t piece = completed_; piece < posted_; ++piece) {
       MPI_Request& request = requests_[static_cast<std::size_t>(piece)];
-      if (MPI_Cancel(&request) == MPI_SUCCESS) (void)MPI_Wait(&request, MPI_STATUS_IGNORE);
+      const Status cancelled = HERD_MPI_STATUS(MPI_Cancel(&request));
+      if (cancelled.is_ok()) {
+        HERD_MPI_WARN_IF_ERROR(MPI_Wait(&request, MPI_STATUS_IGNORE));
+      } else {
+        ::herd::detail::warn_if_failed(cancelled);
+      }
     }
     completed_ = posted_;
   }
@@ -296,20 +306,14 @@ Status MpiTransfer::wait() {
 
 }  // namespace detail
 
-void check_mpi_setup(const char* call, int code) {
-  if (code != MPI_SUCCESS) {
-    ::herd::detail::throw_internal_error(__FILE__, __LINE__, mpi_error_string(call, code));
-  }
-}
-
 int ranks_on_this_machine(MPI_Comm comm) {
   MPI_Comm node = MPI_COMM_NULL;
-  check_mpi_setup("MPI_Comm_split_type",
-                  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  HERD_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
   int node_ranks = 0;
-  const int code = MPI_Comm_size(node, &node_ranks);
-  MPI_Comm_free(&node);
-  check_mpi_setup("MPI_Comm_size", code);
+  const Status sized = HERD_MPI_STATUS(MPI_Comm_size(node, &node_ranks));
+  const Status freed = HERD_MPI_STATUS(MPI_Comm_free(&node));
+  ::herd::detail::throw_if_failed(sized);
+  ::herd::detail::throw_if_failed(freed);
   return node_ranks;
 }
 
@@ -321,9 +325,9 @@ MpiTransport::MpiTransport(MPI_Comm comm, std::size_t max_message_bytes,
       send_queues_(std::make_unique<detail::MpiSendQueues>()) {
   HERD_ENFORCE_GE(max_message_bytes_, std::size_t{1});
   HERD_ENFORCE_LE(max_message_bytes_, kMaxMpiMessageBytes);
-  check_mpi_setup("MPI_Comm_set_errhandler", MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
-  check_mpi_setup("MPI_Comm_rank", MPI_Comm_rank(comm_, &rank_));
-  check_mpi_setup("MPI_Comm_size", MPI_Comm_size(comm_, &size_));
+  HERD_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+  HERD_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+  HERD_MPI_CHECK(MPI_Comm_size(comm_, &size_));
 }
 
 MpiTransport::~MpiTransport() = default;
@@ -354,15 +358,6 @@ std::unique_ptr<PendingTransfer> MpiTransport::irecv(void* data, std::size_t byt
     if (!receive->post_next_piece()) break;
   }
   return receive;
-}
-
-std::string mpi_error_string(const char* call, int code) {
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) {
-    return fmt::format("{}: unknown MPI error code {}", call, code);
-  }
-  return fmt::format("{}: {}", call, std::string(text, static_cast<std::size_t>(length)));
 }
 
 }  // namespace herd::collectives

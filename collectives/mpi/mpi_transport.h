@@ -36,7 +36,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <string>
 
 #include <mpi.h>
 
@@ -59,6 +58,7 @@ class MpiSendQueues;
 class MpiTransport final : public Transport {
  public:
   // Sets MPI_ERRORS_RETURN on `comm`, so that failures come back as Status.
+  // A failed setup call (an invalid communicator) throws herd::Error.
   explicit MpiTransport(MPI_Comm comm, std::size_t max_message_bytes = kMaxMpiMessageBytes,
                         std::size_t eager_piece_bytes = 0);
   ~MpiTransport() override;
@@ -83,17 +83,9 @@ class MpiTransport final : public Transport {
   std::unique_ptr<detail::MpiSendQueues> send_queues_;
 };
 
-// "MPI_Isend: MPI_ERR_RANK: invalid rank" for an MPI error code.
-std::string mpi_error_string(const char* call, int code);
-
-// For setup calls on the caller's communicator (rank, size, splits), where a
-// failure is the caller's bug (an invalid communicator), not a transfer
-// error: throws herd's internal error with MPI's text unless code is
-// MPI_SUCCESS.
-void check_mpi_setup(const char* call, int code);
-
 // How many of `comm`'s ranks share this rank's machine (MPI_COMM_TYPE_SHARED).
-// Collective over `comm`; setup failures throw as check_mpi_setup does.
+// Collective over `comm`; a failed MPI call throws herd::Error
+// (HERD_MPI_CHECK, mpi_check.h).
 int ranks_on_this_machine(MPI_Comm comm);
 
 }  // namespace herd::collectives

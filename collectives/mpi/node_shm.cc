@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "collectives/mpi/mpi_check.h"
 #include "collectives/mpi/mpi_transport.h"
 
 namespace herd::collectives {
@@ -78,8 +79,8 @@ std::unique_ptr<NodeShm> make_node_shm(MPI_Comm comm, const NodeShmOptions& opti
                                        std::string* why_not) {
   int rank = 0;
   int ranks = 0;
-  check_mpi_setup("MPI_Comm_rank", MPI_Comm_rank(comm, &rank));
-  check_mpi_setup("MPI_Comm_size", MPI_Comm_size(comm, &ranks));
+  HERD_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  HERD_MPI_CHECK(MPI_Comm_size(comm, &ranks));
   if (ranks < 2) {
     *why_not = "one rank";
     return nullptr;
@@ -99,8 +100,7 @@ std::unique_ptr<NodeShm> make_node_shm(MPI_Comm comm, const NodeShmOptions& opti
     mapping = map_object(made, bytes, /*create=*/true, &error);
     if (mapping != nullptr) std::strncpy(name.data(), made.c_str(), name.size() - 1);
   }
-  check_mpi_setup("MPI_Bcast",
-                  MPI_Bcast(name.data(), static_cast<int>(name.size()), MPI_CHAR, 0, comm));
+  HERD_MPI_CHECK(MPI_Bcast(name.data(), static_cast<int>(name.size()), MPI_CHAR, 0, comm));
   if (name[0] == '\0') {
     if (rank != 0) error = "rank 0 could not make the shared memory";
   } else if (rank != 0) {
@@ -116,7 +116,7 @@ std::unique_ptr<NodeShm> make_node_shm(MPI_Comm comm, const NodeShmOptions& opti
   // Also the barrier after which every member has mapped the object and set its pid.
   int mapped = mapping != nullptr ? 1 : 0;
   int all_mapped = 0;
-  check_mpi_setup("MPI_Allreduce", MPI_Allreduce(&mapped, &all_mapped, 1, MPI_INT, MPI_MIN, comm));
+  HERD_MPI_CHECK(MPI_Allreduce(&mapped, &all_mapped, 1, MPI_INT, MPI_MIN, comm));
   if (rank == 0 && name[0] != '\0') shm_unlink(name.data());
   if (all_mapped == 0) {
     if (mapping != nullptr) munmap(mapping, bytes);

@@ -51,7 +51,7 @@
 
 #include <fmt/format.h>
 
-#include "collectives/mpi/mpi_transport.h"
+#include "collectives/mpi/mpi_check.h"
 #include "collectives/nccl/nccl_check.h"
 #include "common/cuda/cuda_check.h"
 #include "common/enforce.h"
@@ -201,16 +201,10 @@ Status NcclCommunicator::create(MPI_Comm comm, int device, std::unique_ptr<NcclC
   HERD_ENFORCE(out != nullptr);
   int rank = 0;
   int size = 0;
-  int code = MPI_Comm_rank(comm, &rank);
-  if (code != MPI_SUCCESS) {
-    return Status::error("creating an NCCL communicator: " +
-                         mpi_error_string("MPI_Comm_rank", code));
-  }
-  code = MPI_Comm_size(comm, &size);
-  if (code != MPI_SUCCESS) {
-    return Status::error("creating an NCCL communicator: " +
-                         mpi_error_string("MPI_Comm_size", code));
-  }
+  HERD_RETURN_IF_ERROR(
+      HERD_MPI_STATUS(MPI_Comm_rank(comm, &rank)).with_context("creating an NCCL communicator: "));
+  HERD_RETURN_IF_ERROR(
+      HERD_MPI_STATUS(MPI_Comm_size(comm, &size)).with_context("creating an NCCL communicator: "));
   const std::string context = fmt::format(
       "creating the NCCL communicator of rank {} of {} on device {}: ", rank, size, device);
 
@@ -219,14 +213,16 @@ Status NcclCommunicator::create(MPI_Comm comm, int device, std::unique_ptr<NcclC
   const Status prepared = prepare_rank(device, rank == 0, &id);
   const int prepared_here = prepared.is_ok() ? 1 : 0;
   int prepared_everywhere = 0;
-  code = MPI_Allreduce(&prepared_here, &prepared_everywhere, 1, MPI_INT, MPI_MIN, comm);
-  if (code != MPI_SUCCESS) return Status::error(context + mpi_error_string("MPI_Allreduce", code));
+  HERD_RETURN_IF_ERROR(HERD_MPI_STATUS(MPI_Allreduce(&prepared_here, &prepared_everywhere, 1,
+                                                     MPI_INT, MPI_MIN, comm))
+                           .with_context(context));
   if (!prepared.is_ok()) return prepared.with_context(context);
   if (prepared_everywhere == 0) {
     return Status::error(context + "another rank could not prepare its part (its error says why)");
   }
-  code = MPI_Bcast(&id, static_cast<int>(sizeof id), MPI_BYTE, 0, comm);
-  if (code != MPI_SUCCESS) return Status::error(context + mpi_error_string("MPI_Bcast", code));
+  HERD_RETURN_IF_ERROR(
+      HERD_MPI_STATUS(MPI_Bcast(&id, static_cast<int>(sizeof id), MPI_BYTE, 0, comm))
+          .with_context(context));
 
   ncclComm_t nccl = nullptr;
   const Status initialized = HERD_NCCL_STATUS(ncclCommInitRank(&nccl, size, id, rank));

@@ -24,8 +24,10 @@ class Tensor {
   }
 
   // Drops the old contents and allocates room for `shape` on `device`,
-  // uninitialized. Throws herd::Error for a GPU in a build without CUDA, or
-  // when the GPU's allocation fails; the tensor is then empty (shape [0]).
+  // uninitialized. Throws herd::Error for a negative extent (naming the
+  // dimension and its value), for a GPU in a build without CUDA, or when the
+  // GPU's allocation fails; the tensor is then empty (shape [0]) after an
+  // allocation failure and unchanged after a negative extent.
   void reset(DataType dtype, std::vector<int64_t> shape, Device device = Device::cpu());
 
   DataType dtype() const { return dtype_; }

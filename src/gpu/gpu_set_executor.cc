@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "collectives/chunking.h"
+#include "collectives/mpi/mpi_check.h"
 #include "collectives/mpi/mpi_transport.h"
 #include "common/cuda/cuda_check.h"
 #include "common/cuda/device_guard.h"
@@ -64,7 +65,7 @@ GpuSetExecutor::~GpuSetExecutor() {
   scratch_.release();
   for (InFlight& group : in_flight_) (void)cudaEventDestroy(group.done);
   if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
-  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  if (comm_ != MPI_COMM_NULL) HERD_MPI_WARN_IF_ERROR(MPI_Comm_free(&comm_));
 }
 
 Status GpuSetExecutor::ensure_started(const Status& device_set) {
@@ -80,10 +81,9 @@ Status GpuSetExecutor::ensure_started(const Status& device_set) {
   // waiting in them for ever.
   const int ok_here = local.is_ok() ? 1 : 0;
   int ok_everywhere = 0;
-  int code = MPI_Allreduce(&ok_here, &ok_everywhere, 1, MPI_INT, MPI_MIN, context_.comm);
-  if (code != MPI_SUCCESS) {
-    return Status::error(collectives::mpi_error_string("MPI_Allreduce (GPU start)", code));
-  }
+  HERD_RETURN_IF_ERROR(
+      HERD_MPI_STATUS(MPI_Allreduce(&ok_here, &ok_everywhere, 1, MPI_INT, MPI_MIN, context_.comm))
+          .with_context("starting the GPU executor: "));
   if (!local.is_ok()) return local.with_context("starting the GPU executor: ");
   if (ok_everywhere == 0) {
     return Status::error(fmt::format(
@@ -91,10 +91,8 @@ Status GpuSetExecutor::ensure_started(const Status& device_set) {
         "error says why)",
         fmt::join(context_.global_ranks, ",")));
   }
-  code = MPI_Comm_dup(context_.comm, &comm_);
-  if (code != MPI_SUCCESS) {
-    return Status::error(collectives::mpi_error_string("MPI_Comm_dup (GPU)", code));
-  }
+  HERD_RETURN_IF_ERROR(HERD_MPI_STATUS(MPI_Comm_dup(context_.comm, &comm_))
+                           .with_context("starting the GPU executor: "));
   staged_ = make_staged_collectives(*context_.host_transport, allreduce_options(config_),
                                     static_cast<std::size_t>(config_.gpu_staging_bytes));
   started_ = true;

@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 
 #include "collectives/allreduce.h"
+#include "collectives/mpi/mpi_check.h"
 #include "collectives/mpi/mpi_transport.h"
 #include "collectives/nccl/nccl_communicator.h"
 #include "common/cuda/cuda_check.h"
@@ -35,11 +36,6 @@ namespace herd::detail {
 namespace {
 
 using collectives::NcclCommunicator;
-
-Status mpi_status(int code, const char* call) {
-  if (code == MPI_SUCCESS) return Status::ok();
-  return Status::error(collectives::mpi_error_string(call, code));
-}
 
 class FlatNccl : public DeviceCollectives {
  public:
@@ -87,7 +83,7 @@ class HierarchicalNccl final : public FlatNccl {
 
   ~HierarchicalNccl() override {
     cross_.reset();
-    if (cross_comm_ != MPI_COMM_NULL) MPI_Comm_free(&cross_comm_);
+    if (cross_comm_ != MPI_COMM_NULL) HERD_MPI_WARN_IF_ERROR(MPI_Comm_free(&cross_comm_));
   }
 
   const char* kind() const override { return "hierarchical NCCL+MPI"; }
@@ -166,28 +162,34 @@ class HierarchicalNccl final : public FlatNccl {
 // nodes; fails unless every node holds as many of the set's ranks.
 Status split_by_node(MPI_Comm comm, MPI_Comm* local, MPI_Comm* cross) {
   int rank = 0;
-  HERD_RETURN_IF_ERROR(mpi_status(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank"));
-  HERD_RETURN_IF_ERROR(
-      mpi_status(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, local),
-                 "MPI_Comm_split_type"));
+  HERD_MPI_RETURN_IF_ERROR(MPI_Comm_rank(comm, &rank));
+  HERD_MPI_RETURN_IF_ERROR(
+      MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, local));
   int local_rank = 0;
   int local_size = 0;
-  MPI_Comm_rank(*local, &local_rank);
-  MPI_Comm_size(*local, &local_size);
-  int sizes[2] = {local_size, -local_size};
+  int sizes[2] = {0, 0};
   int extremes[2] = {0, 0};
-  HERD_RETURN_IF_ERROR(mpi_status(MPI_Allreduce(sizes, extremes, 2, MPI_INT, MPI_MAX, comm),
-                                  "MPI_Allreduce (node sizes)"));
+  Status status = HERD_MPI_STATUS(MPI_Comm_rank(*local, &local_rank));
+  if (status.is_ok()) status = HERD_MPI_STATUS(MPI_Comm_size(*local, &local_size));
+  if (status.is_ok()) {
+    sizes[0] = local_size;
+    sizes[1] = -local_size;
+    status = HERD_MPI_STATUS(MPI_Allreduce(sizes, extremes, 2, MPI_INT, MPI_MAX, comm))
+                 .with_context("comparing the nodes' sizes: ");
+  }
+  if (!status.is_ok()) {
+    HERD_MPI_WARN_IF_ERROR(MPI_Comm_free(local));
+    return status;
+  }
   if (extremes[0] != -extremes[1]) {
-    MPI_Comm_free(local);
+    HERD_MPI_WARN_IF_ERROR(MPI_Comm_free(local));
     return Status::error(fmt::format(
         "HERD_HIERARCHICAL_ALLREDUCE=1 needs the same number of the set's ranks on every node, "
         "but nodes hold between {} and {} (this rank's node: {})",
         -extremes[1], extremes[0], local_size));
   }
-  const Status split =
-      mpi_status(MPI_Comm_split(comm, local_rank, rank, cross), "MPI_Comm_split (cross)");
-  if (!split.is_ok()) MPI_Comm_free(local);
+  const Status split = HERD_MPI_STATUS(MPI_Comm_split(comm, local_rank, rank, cross));
+  if (!split.is_ok()) HERD_MPI_WARN_IF_ERROR(MPI_Comm_free(local));
   return split;
 }
 
@@ -208,10 +210,14 @@ Status make_nccl_collectives(MPI_Comm comm, int device, bool hierarchical,
   std::unique_ptr<NcclCommunicator> local_comm;
   const Status created = NcclCommunicator::create(local, device, &local_comm);
   // NCCL keeps what it needs of `local`; the communicator is not needed after.
-  MPI_Comm_free(&local);
+  const Status freed = HERD_MPI_STATUS(MPI_Comm_free(&local));
   if (!created.is_ok()) {
-    MPI_Comm_free(&cross);
+    HERD_MPI_WARN_IF_ERROR(MPI_Comm_free(&cross));
     return created.with_context("hierarchical allreduce, NCCL inside the node: ");
+  }
+  if (!freed.is_ok()) {
+    HERD_MPI_WARN_IF_ERROR(MPI_Comm_free(&cross));
+    return freed;
   }
   *out = std::make_unique<HierarchicalNccl>(std::move(flat), std::move(local_comm), cross, options,
                                             device);

@@ -11,6 +11,7 @@
 // case, index, expected and actual; the last line of each rank is
 // "test_mpi_transport rank R: N passed, M failed", and the program exits
 // non-zero if any rank failed.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -170,16 +171,27 @@ void test_wrong_length(Tally& tally, Transport& transport, const std::string& na
   }
 }
 
-// A send to a rank outside the communicator fails when posted.
+// A send to a rank outside the communicator fails when posted, with a
+// message naming the transfer, the call, where it was made and MPI's error.
 void test_bad_peer(Tally& tally, Transport& transport, const std::string& name) {
   const std::string test_case = name + " send to rank size()";
   char byte = 0;
   const Status status = transport.isend(&byte, 1, transport.size(), kPassTag)->wait();
-  if (!status.is_ok() && status.message().find("MPI_Isend: ") != std::string::npos) {
+  const std::string transfer =
+      fmt::format("MPI send of 1 bytes from rank {} to rank {} with tag {}: ", transport.rank(),
+                  transport.size(), kPassTag);
+  const std::vector<std::string> parts = {transfer, "MPI_Isend(", " failed at ",
+                                          "collectives/mpi/mpi_transport.cc:", "MPI_ERR_RANK"};
+  const bool has_parts = std::all_of(parts.begin(), parts.end(), [&](const std::string& part) {
+    return status.message().find(part) != std::string::npos;
+  });
+  if (!status.is_ok() && status.message().rfind(transfer, 0) == 0 && has_parts) {
     tally.pass();
   } else {
-    tally.fail(test_case,
-               fmt::format("expected an MPI_Isend error, actual \"{}\"", status.message()));
+    tally.fail(test_case, fmt::format("expected \"{}MPI_Isend(...) failed at "
+                                      "collectives/mpi/mpi_transport.cc:<line>: MPI_ERR_RANK...\", "
+                                      "actual \"{}\"",
+                                      transfer, status.message()));
   }
 }
 

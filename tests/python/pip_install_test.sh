@@ -4,7 +4,16 @@
 # source tree (setup.py drives CMake; nothing from PyPI), then a 2-rank job run
 # from outside the source tree, so the installed package is what it imports.
 # Usage: pip_install_test.sh <source dir> <scratch dir> <mpiexec> [mpiexec flags...]
+# (-h or --help: this text, and nothing else).
 set -euo pipefail
+if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then
+  sed -n '2,${/^#/!q;s/^# \{0,1\}//;p}' "$0"
+  exit 0
+fi
+if [[ $# -lt 3 ]]; then
+  echo "usage: pip_install_test.sh <source dir> <scratch dir> <mpiexec> [mpiexec flags...]" >&2
+  exit 2
+fi
 source_dir="$1"
 scratch="$2"
 shift 2

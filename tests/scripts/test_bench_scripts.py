@@ -1,6 +1,6 @@
 """Tests of benchmarks/plot_busbw.py, benchmarks/cost_model.py and benchmarks/bench_median.py.
 
-Run with /usr/bin/python3 -m pytest -q tests/scripts (ctest runs it as
+Run with /usr/bin/python3 -m pytest -q tests/scripts/test_bench_scripts.py (ctest runs it as
 bench_scripts). Every expected value is computed by hand in the comments.
 """
 

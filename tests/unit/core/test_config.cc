@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -280,6 +281,44 @@ TEST_CASE("config: setting_docs covers every field exactly once", "[config]") {
     CHECK(covered.insert(*fields.begin()).second);
   }
   CHECK(covered == kAllFields);
+}
+
+TEST_CASE("config: the settings compared across ranks", "[config]") {
+  // Those that decide message layouts, fusion groups or the algorithm.
+  const std::vector<std::string> compared = {
+      "HERD_FUSION_THRESHOLD",   "HERD_FUSION_MAX_TENSOR_BYTES", "HERD_CACHE_CAPACITY",
+      "HERD_RING_SEGMENT_BYTES", "HERD_SMALL_ALLREDUCE_BYTES",   "HERD_SHM_ALLREDUCE_BYTES",
+      "HERD_GPU_ALLREDUCE",      "HERD_HIERARCHICAL_ALLREDUCE",  "HERD_GPU_STAGING_BYTES"};
+  std::vector<std::string> marked;
+  for (const SettingDoc& doc : setting_docs()) {
+    if (doc.compared_across_ranks) marked.push_back(doc.variable);
+  }
+  CHECK(marked == compared);
+
+  Config config;
+  REQUIRE(read({{"HERD_FUSION_THRESHOLD", "11"},
+                {"HERD_FUSION_MAX_TENSOR_BYTES", "12"},
+                {"HERD_CACHE_CAPACITY", "13"},
+                {"HERD_RING_SEGMENT_BYTES", "14"},
+                {"HERD_SMALL_ALLREDUCE_BYTES", "auto"},
+                {"HERD_SHM_ALLREDUCE_BYTES", "16"},
+                {"HERD_GPU_ALLREDUCE", "MPI"},
+                {"HERD_HIERARCHICAL_ALLREDUCE", "1"},
+                {"HERD_GPU_STAGING_BYTES", "19"}},
+               &config)
+              .is_ok());
+  const std::vector<int64_t> values = {11, 12, 13, 14, -1, 16, 1, 1, 19};
+  const std::vector<AgreedSetting> agreed = settings_that_must_agree(config);
+  REQUIRE(agreed.size() == compared.size());
+  for (std::size_t i = 0; i < agreed.size(); ++i) {
+    INFO(compared[i]);
+    CHECK(std::string(agreed[i].variable) == compared[i]);
+    CHECK(agreed[i].value == values[i]);
+  }
+  config.gpu_allreduce = GpuAllreduce::kNccl;
+  config.hierarchical_allreduce = false;
+  CHECK(settings_that_must_agree(config)[6].value == 0);
+  CHECK(settings_that_must_agree(config)[7].value == 0);
 }
 
 TEST_CASE("config: process_environment reads the real environment", "[config]") {

@@ -320,4 +320,91 @@ TEST_CASE("message: signatures, matches and sizes", "[message]") {
   CHECK(std::string(to_string(CollectiveType::kAllreduce)) == "allreduce");
 }
 
+// The wire format byte for byte, as the comment at the top of src/message.cc
+// lays it out: ranks running different builds of herd read each other's
+// messages only while these bytes stay the same.
+TEST_CASE("message: the encoded bytes of a request and a response", "[message]") {
+  Request request;
+  request.rank = 3;
+  request.type = CollectiveType::kBroadcast;
+  request.name = "ab";
+  request.dtype = DataType::kInt64;
+  request.op = ReduceOp::kMax;
+  request.prescale = 0.5;
+  request.postscale = 2.0;
+  request.device = Device::gpu(1);
+  request.shape = {2, 3};
+  request.root = 1;
+  request.splits = {4};
+  request.group_shapes = {{5}, {}};
+  const std::vector<uint8_t> request_bytes = {
+      0x02, 0x51,                                      // version 2, kind 'Q'
+      0x01, 0x00, 0x00, 0x00,                          // count 1
+      0x03, 0x00, 0x00, 0x00,                          // rank 3
+      0x02,                                            // collective: broadcast
+      0x02, 0x00, 0x00, 0x00,                          // name: length 2
+      0x61, 0x62,                                      // "ab"
+      0x03, 0x03,                                      // dtype int64, op max
+      0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xe0, 0x3f,  // prescale 0.5
+      0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x40,  // postscale 2.0
+      0x01, 0x01, 0x00, 0x00, 0x00,                    // device gpu:1
+      0x02, 0x00, 0x00, 0x00,                          // shape: 2 dims
+      0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // 2
+      0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // 3
+      0x01, 0x00, 0x00, 0x00,                          // root 1
+      0x01, 0x00, 0x00, 0x00,                          // splits: 1 dim
+      0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // 4
+      0x02, 0x00, 0x00, 0x00,                          // group_shapes: 2
+      0x01, 0x00, 0x00, 0x00,                          // [5]: 1 dim
+      0x05, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // 5
+      0x00, 0x00, 0x00, 0x00,                          // []: 0 dims
+  };
+  CHECK(encode(RequestList{{request}}) == request_bytes);
+  RequestList requests;
+  REQUIRE(decode(request_bytes.data(), request_bytes.size(), &requests).is_ok());
+  REQUIRE(requests.requests.size() == 1);
+  check_equal(requests.requests[0], request);
+  CHECK(requests.requests[0].root == 1);
+  CHECK(requests.requests[0].splits == request.splits);
+  CHECK(requests.requests[0].group_shapes == request.group_shapes);
+
+  Response response;
+  response.type = ResponseType::kError;
+  response.collective = CollectiveType::kAllgather;
+  response.name = "g";
+  response.dtype = DataType::kFloat32;
+  response.op = ReduceOp::kSum;
+  response.prescale = 1.0;
+  response.postscale = -0.0;
+  response.shape = {6};
+  response.rank_extents = {6, 7};
+  response.error_message = "bad";
+  const std::vector<uint8_t> response_bytes = {
+      0x02, 0x52,                                      // version 2, kind 'R'
+      0x01, 0x00, 0x00, 0x00,                          // count 1
+      0x01, 0x01,                                      // type error, collective: allgather
+      0x01, 0x00, 0x00, 0x00,                          // name: length 1
+      0x67,                                            // "g"
+      0x06, 0x00,                                      // dtype float32, op sum
+      0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xf0, 0x3f,  // prescale 1.0
+      0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x80,  // postscale -0.0
+      0x00, 0x00, 0x00, 0x00, 0x00,                    // device cpu
+      0x01, 0x00, 0x00, 0x00,                          // shape: 1 dim
+      0x06, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // 6
+      0x00, 0x00, 0x00, 0x00,                          // root 0
+      0x02, 0x00, 0x00, 0x00,                          // rank_extents: 2
+      0x06, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // 6
+      0x07, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // 7
+      0x00, 0x00, 0x00, 0x00,                          // group_shapes: 0
+      0x03, 0x00, 0x00, 0x00,                          // error_message: length 3
+      0x62, 0x61, 0x64,                                // "bad"
+  };
+  CHECK(encode(ResponseList{{response}}) == response_bytes);
+  ResponseList responses;
+  REQUIRE(decode(response_bytes.data(), response_bytes.size(), &responses).is_ok());
+  REQUIRE(responses.responses.size() == 1);
+  check_equal(responses.responses[0], response);
+  CHECK(responses.responses[0].rank_extents == response.rank_extents);
+}
+
 }  // namespace herd::detail

@@ -118,6 +118,70 @@ TEST_CASE("crc32 is the standard CRC-32", "[checkpoint]") {
   CHECK(crc32("6789", 4, crc32("12345", 5)) == 0xCBF43926u);
 }
 
+// The file byte for byte, as include/herd/checkpoint.h lays it out (the
+// CRC-32 from zlib's crc32 over the payload): a build reads the checkpoints
+// of another only while these bytes stay the same.
+TEST_CASE("a checkpoint's bytes are the documented format", "[checkpoint]") {
+  Checkpoint ck;
+  ck.step = 5;
+  ck.epoch = -1;
+  ck.position = 0.25;
+  ck.seed = 7;
+  ck.metadata["k"] = "vv";
+  ck.parameters.push_back({"w", {1.0f, -2.0f}});
+  ck.optimizer.step = 3;
+  ck.optimizer.buffers.push_back({"w/m", {0.5f}});
+  const std::vector<unsigned char> expected = {
+      0x48, 0x45, 0x52, 0x44, 0x43, 0x4b, 0x50, 0x54,  // "HERDCKPT"
+      0x01, 0x00, 0x00, 0x00,                          // version 1
+      0xc4, 0xd5, 0xae, 0x6a,                          // CRC-32 of the payload, 0x6aaed5c4
+      0x97, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // payload size 151
+      0x53, 0x43, 0x48, 0x44,                          // SCHD
+      0x20, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // 32 bytes
+      0x05, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // step 5
+      0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,  // epoch -1
+      0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xd0, 0x3f,  // position 0.25
+      0x07, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // seed 7
+      0x4d, 0x45, 0x54, 0x41,                          // META
+      0x0f, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // 15 bytes
+      0x01, 0x00, 0x00, 0x00,                          // 1 entry
+      0x01, 0x00, 0x00, 0x00, 0x6b,                    // key: length 1, "k"
+      0x02, 0x00, 0x00, 0x00, 0x76, 0x76,              // value: length 2, "vv"
+      0x50, 0x41, 0x52, 0x4d,                          // PARM
+      0x19, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // 25 bytes
+      0x01, 0x00, 0x00, 0x00,                          // 1 parameter
+      0x01, 0x00, 0x00, 0x00, 0x77,                    // name: length 1, "w"
+      0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // 2 values
+      0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0xc0,  // 1.0f, -2.0f
+      0x4f, 0x50, 0x54, 0x53,                          // OPTS
+      0x1f, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // 31 bytes
+      0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // optimizer step 3
+      0x01, 0x00, 0x00, 0x00,                          // 1 buffer
+      0x03, 0x00, 0x00, 0x00, 0x77, 0x2f, 0x6d,        // name: length 3, "w/m"
+      0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // 1 value
+      0x00, 0x00, 0x00, 0x3f,                          // 0.5f
+  };
+  TempDir dir;
+  const std::string path = dir.file("pinned.ckpt");
+  save_checkpoint(path, ck);
+  CHECK(read_bytes(path) == expected);
+
+  write_bytes(path, expected);
+  const Checkpoint back = load_checkpoint(path);
+  CHECK(back.step == 5);
+  CHECK(back.epoch == -1);
+  CHECK(back.position == 0.25);
+  CHECK(back.seed == 7);
+  CHECK(back.metadata == ck.metadata);
+  REQUIRE(back.parameters.size() == 1);
+  CHECK(back.parameters[0].name == "w");
+  CHECK(back.parameters[0].values == std::vector<float>{1.0f, -2.0f});
+  CHECK(back.optimizer.step == 3);
+  REQUIRE(back.optimizer.buffers.size() == 1);
+  CHECK(back.optimizer.buffers[0].name == "w/m");
+  CHECK(back.optimizer.buffers[0].values == std::vector<float>{0.5f});
+}
+
 TEST_CASE("a checkpoint round-trips bit for bit", "[checkpoint]") {
   TempDir dir;
   Checkpoint ck;
