@@ -48,4 +48,7 @@ inline Status nccl_status(ncclResult_t result, const char* call, const char* fil
 
 #define HERD_NCCL_STATUS(call) ::herd::detail::nccl_status((call), #call, __FILE__, __LINE__)
 
-#define HERD_NCCL_RETURN_IF_ERROR(call) HERD_RETURN_IF_ERROR(HERD_NCCL_STATUS(call))
+// Stringifies `call` itself: through HERD_NCCL_STATUS the text would be
+// macro-expanded first.
+#define HERD_NCCL_RETURN_IF_ERROR(call) \
+  HERD_RETURN_IF_ERROR(::herd::detail::nccl_status((call), #call, __FILE__, __LINE__))

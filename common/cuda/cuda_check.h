@@ -24,4 +24,7 @@ inline Status cuda_status(cudaError_t error, const char* call, const char* file,
 
 #define HERD_CUDA_STATUS(call) ::herd::detail::cuda_status((call), #call, __FILE__, __LINE__)
 
-#define HERD_CUDA_RETURN_IF_ERROR(call) HERD_RETURN_IF_ERROR(HERD_CUDA_STATUS(call))
+// Stringifies `call` itself: through HERD_CUDA_STATUS the text would be
+// macro-expanded first.
+#define HERD_CUDA_RETURN_IF_ERROR(call) \
+  HERD_RETURN_IF_ERROR(::herd::detail::cuda_status((call), #call, __FILE__, __LINE__))
