@@ -6,8 +6,9 @@
 # when CUDA is on and nccl.h and libnccl are found (HERD_WITH_NCCL, same
 # values); without it GPU tensors go through the MPI path with host staging.
 #
-# Sets HERD_CUDA and HERD_NCCL (TRUE/FALSE), the target herd::nccl, and
-# HERD_CUDA_LIBRARY_DIRS (for the RPATH of what is installed).
+# Sets HERD_CUDA and HERD_NCCL (TRUE/FALSE) and the target herd::nccl. What is
+# installed finds CUDA's and NCCL's libraries through the directories it was
+# linked from (INSTALL_RPATH_USE_LINK_PATH, cmake/install.cmake).
 set(HERD_WITH_CUDA AUTO CACHE STRING "Build herd's GPU path: ON, OFF or AUTO")
 set_property(CACHE HERD_WITH_CUDA PROPERTY STRINGS ON OFF AUTO)
 set(HERD_WITH_NCCL AUTO CACHE STRING "Use NCCL for GPU tensors: ON, OFF or AUTO")
@@ -18,7 +19,6 @@ set(HERD_CUDA_ARCHITECTURES 90 CACHE STRING "CUDA architectures to build for (CM
 
 set(HERD_CUDA FALSE)
 set(HERD_NCCL FALSE)
-set(HERD_CUDA_LIBRARY_DIRS "")
 
 if(NOT HERD_WITH_CUDA STREQUAL "OFF")
   # The machine image keeps CUDA under /usr/local/cuda, off the PATH.
@@ -36,7 +36,6 @@ if(NOT HERD_WITH_CUDA STREQUAL "OFF")
   endif()
   if(CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND)
     set(HERD_CUDA TRUE)
-    set(HERD_CUDA_LIBRARY_DIRS ${CUDAToolkit_LIBRARY_DIR})
     message(STATUS "herd: CUDA ${CUDAToolkit_VERSION} found; GPU path ON "
                    "(architectures ${CMAKE_CUDA_ARCHITECTURES})")
   elseif(HERD_WITH_CUDA STREQUAL "ON")
@@ -58,9 +57,6 @@ if(HERD_CUDA AND NOT HERD_WITH_NCCL STREQUAL "OFF")
     add_library(herd::nccl ALIAS herd_nccl_imported)
     target_include_directories(herd_nccl_imported INTERFACE ${NCCL_INCLUDE_DIR})
     target_link_libraries(herd_nccl_imported INTERFACE ${NCCL_LIBRARY})
-    get_filename_component(nccl_dir ${NCCL_LIBRARY} DIRECTORY)
-    list(APPEND HERD_CUDA_LIBRARY_DIRS ${nccl_dir})
-    list(REMOVE_DUPLICATES HERD_CUDA_LIBRARY_DIRS)
     message(STATUS "herd: NCCL found (${NCCL_LIBRARY})")
   elseif(HERD_WITH_NCCL STREQUAL "ON")
     message(FATAL_ERROR "HERD_WITH_NCCL=ON, but nccl.h or libnccl was not found (set NCCL_HOME)")
