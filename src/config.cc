@@ -240,6 +240,28 @@ const std::array<Setting, 15> kSettings = {{
        return Status::ok();
      },
      kMayDiffer},
+    {"HERD_STALL_SHUTDOWN_TIME", "300",
+     "Seconds a tensor may wait for ranks that have not submitted it before "
+     "every rank of the process set fails what is pending, with one message "
+     "naming, per missing rank, the tensors it has not submitted; 0 waits for ever.",
+     [](const char* variable, std::string_view text, Config* config) {
+       auto value = parse_non_negative_decimal(text);
+       if (!value) return bad_value(variable, text, "a non-negative number of seconds");
+       config->stall_shutdown_seconds = *value;
+       return Status::ok();
+     },
+     kMayDiffer},
+    {"HERD_COLLECTIVE_TIMEOUT", "120",
+     "Seconds a started collective may make no progress (no byte moved, no peer "
+     "arrived) before it fails on every rank that can still be reached, naming "
+     "the peer it waits for; 0 waits for ever.",
+     [](const char* variable, std::string_view text, Config* config) {
+       auto value = parse_non_negative_decimal(text);
+       if (!value) return bad_value(variable, text, "a non-negative number of seconds");
+       config->collective_timeout_seconds = *value;
+       return Status::ok();
+     },
+     kMayDiffer},
     {"HERD_PROCESS_SETS", "",
      "Process sets made at init: rank lists separated by ';', ranks by ',' "
      "(\"0,2;1,3\" makes {0,2} as set 1 and {1,3} as set 2); empty makes none.",

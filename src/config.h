@@ -60,6 +60,14 @@ struct Config {
   // herd logs a warning naming it and the ranks it waits for; 0 disables.
   // Also how long a shared-memory allreduce waits for a rank before failing.
   double stall_check_seconds = 60.0;
+  // HERD_STALL_SHUTDOWN_TIME: seconds a tensor may wait for ranks that have
+  // not submitted it before every rank of the set fails what is pending,
+  // naming per missing rank the names it lacks; 0 waits for ever.
+  double stall_shutdown_seconds = 300.0;
+  // HERD_COLLECTIVE_TIMEOUT: seconds a started collective (data or control
+  // plane, MPI or shared memory) may make no progress before it fails,
+  // naming the peer it waits for; 0 waits for ever.
+  double collective_timeout_seconds = 120.0;
   // HERD_PROCESS_SETS: process sets made at init, e.g. "0,2;1,3" for the
   // sets {0,2} and {1,3}; they get ids 1, 2, ... in that order.
   std::vector<std::vector<int>> process_sets;
