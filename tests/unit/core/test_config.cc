@@ -39,6 +39,12 @@ std::set<std::string> differing_fields(const Config& a, const Config& b) {
   if (a.eager_piece_bytes != b.eager_piece_bytes) fields.insert("eager_piece_bytes");
   if (a.shm_allreduce_bytes != b.shm_allreduce_bytes) fields.insert("shm_allreduce_bytes");
   if (a.stall_check_seconds != b.stall_check_seconds) fields.insert("stall_check_seconds");
+  if (a.stall_shutdown_seconds != b.stall_shutdown_seconds) {
+    fields.insert("stall_shutdown_seconds");
+  }
+  if (a.collective_timeout_seconds != b.collective_timeout_seconds) {
+    fields.insert("collective_timeout_seconds");
+  }
   if (a.process_sets != b.process_sets) fields.insert("process_sets");
   if (a.gpu_allreduce != b.gpu_allreduce) fields.insert("gpu_allreduce");
   if (a.hierarchical_allreduce != b.hierarchical_allreduce) fields.insert("hierarchical_allreduce");
@@ -57,6 +63,8 @@ const std::set<std::string> kAllFields = {"fusion_threshold_bytes",
                                           "eager_piece_bytes",
                                           "shm_allreduce_bytes",
                                           "stall_check_seconds",
+                                          "stall_shutdown_seconds",
+                                          "collective_timeout_seconds",
                                           "process_sets",
                                           "gpu_allreduce",
                                           "hierarchical_allreduce",
@@ -255,7 +263,8 @@ TEST_CASE("config: setting_docs covers every field exactly once", "[config]") {
       {"HERD_FUSION_MAX_TENSOR_BYTES", "9"}, {"HERD_GPU_ALLREDUCE", "mpi"},
       {"HERD_HIERARCHICAL_ALLREDUCE", "1"},  {"HERD_NCCL_TIMEOUT", "1.5"},
       {"HERD_GPU_STAGING_BYTES", "4096"},    {"HERD_EAGER_PIECE_BYTES", "0"},
-      {"HERD_SHM_ALLREDUCE_BYTES", "0"}};
+      {"HERD_SHM_ALLREDUCE_BYTES", "0"},     {"HERD_STALL_SHUTDOWN_TIME", "7.5"},
+      {"HERD_COLLECTIVE_TIMEOUT", "4"}};
   std::vector<SettingDoc> docs = setting_docs();
   REQUIRE(docs.size() == non_default.size());
 
