@@ -321,15 +321,25 @@ void BackgroundLoop::for_each_pending(const std::function<void(TensorEntry&)>& v
   for (auto& name_and_entry : negotiating_) visit(name_and_entry.second);
 }
 
+bool BackgroundLoop::warning_due(const TensorEntry& entry,
+                                 std::chrono::steady_clock::time_point now) const {
+  return stall_check_.count() > 0 && !entry.stall_reported && now - entry.submitted >= stall_check_;
+}
+
+bool BackgroundLoop::shutdown_due(const TensorEntry& entry,
+                                  std::chrono::steady_clock::time_point now) const {
+  return stall_shutdown_.count() > 0 && now - entry.submitted >= stall_shutdown_;
+}
+
 PendingTensor BackgroundLoop::pending_tensor(const TensorEntry& entry,
                                              std::chrono::steady_clock::time_point now) const {
-  const auto waited = now - entry.submitted;
   PendingTensor tensor;
   tensor.name = entry.request.name;
   tensor.type = entry.request.type;
-  tensor.waited_ms = std::chrono::duration_cast<std::chrono::milliseconds>(waited).count();
-  tensor.warning_due = stall_check_.count() > 0 && waited >= stall_check_ && !entry.stall_reported;
-  tensor.shutdown_due = stall_shutdown_.count() > 0 && waited >= stall_shutdown_;
+  tensor.waited_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now - entry.submitted).count();
+  tensor.warning_due = warning_due(entry, now);
+  tensor.shutdown_due = shutdown_due(entry, now);
   return tensor;
 }
 
@@ -337,9 +347,8 @@ bool BackgroundLoop::stall_due(std::chrono::steady_clock::time_point now) {
   if (stall_check_.count() <= 0 && stall_shutdown_.count() <= 0) return false;
   bool due = false;
   for_each_pending([&](TensorEntry& entry) {
-    if (due) return;
-    const PendingTensor tensor = pending_tensor(entry, now);
-    due = tensor.warning_due || (tensor.shutdown_due && !entry.stall_shutdown_judged);
+    due = due || warning_due(entry, now) ||
+          (!entry.stall_shutdown_judged && shutdown_due(entry, now));
   });
   return due;
 }
@@ -360,9 +369,10 @@ Status BackgroundLoop::run_stall_round(bool* stop) {
   // a warning has covered is not named by a later one.
   const std::unordered_set<std::string> named(verdict.names.begin(), verdict.names.end());
   for_each_pending([&](TensorEntry& entry) {
-    const PendingTensor tensor = pending_tensor(entry, now);
-    if (tensor.warning_due || named.count(entry.request.name) > 0) entry.stall_reported = true;
-    if (tensor.shutdown_due) entry.stall_shutdown_judged = true;
+    if (warning_due(entry, now) || named.count(entry.request.name) > 0) {
+      entry.stall_reported = true;
+    }
+    if (shutdown_due(entry, now)) entry.stall_shutdown_judged = true;
   });
   switch (verdict.action) {
     case StallAction::kNone: break;

@@ -117,6 +117,10 @@ class BackgroundLoop final : public CycleDriver,
   void requeue_stale_cached_entries();
   // Calls `visit` on every entry of this rank that waits for the other ranks.
   void for_each_pending(const std::function<void(TensorEntry&)>& visit);
+  // At `now`, `entry` has waited past the stall check and no warning has
+  // named it yet; it has waited past the stall shutdown.
+  bool warning_due(const TensorEntry& entry, std::chrono::steady_clock::time_point now) const;
+  bool shutdown_due(const TensorEntry& entry, std::chrono::steady_clock::time_point now) const;
   // What the stall round reports about `entry` at `now`.
   PendingTensor pending_tensor(const TensorEntry& entry,
                                std::chrono::steady_clock::time_point now) const;
