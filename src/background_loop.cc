@@ -54,7 +54,10 @@ class GpuWatch {
   std::chrono::steady_clock::time_point began_;
 };
 
+// A setting in seconds as a duration; beyond a billion seconds (32 years),
+// which the clock's ticks might not hold, it is the longest duration.
 std::chrono::steady_clock::duration seconds_setting(double seconds) {
+  if (seconds >= 1e9) return std::chrono::steady_clock::duration::max();
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double>(seconds));
 }
