@@ -481,8 +481,9 @@ TEST_CASE("background loop: every rank warns once per stalled tensor, naming the
   require_no_failures(sum_round(world, "s", {4}, 0));  // caches s/0
 
   // Ranks 0 and 1 submit the cached s/0, and 1.5 s later the new s/new;
-  // rank 2 submits both 3.5 s after the start. One warning for each name, the same
-  // text on every rank, names rank 2 (global 12) and the ranks waiting.
+  // rank 2 submits both 3.5 s after the start. One warning for each name,
+  // the same text on every rank, names rank 2 (global 12) and the ranks
+  // waiting.
   RankFailures failures(3);
   std::string log;
   {
