@@ -3,6 +3,7 @@
 #include <chrono>
 #include <exception>
 #include <thread>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -53,6 +54,14 @@ class GpuWatch {
   std::chrono::steady_clock::time_point began_;
 };
 
+// A setting in seconds as a duration; beyond a billion seconds (32 years),
+// which the clock's ticks might not hold, it is the longest duration.
+std::chrono::steady_clock::duration seconds_setting(double seconds) {
+  if (seconds >= 1e9) return std::chrono::steady_clock::duration::max();
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(seconds));
+}
+
 // The executor reads the loop's own copy of the settings, which lives as
 // long as it does.
 GpuSetContext with_config(GpuSetContext context, const Config* config) {
@@ -70,6 +79,8 @@ BackgroundLoop::BackgroundLoop(const Config& config, TensorQueue& queue, Control
       global_ranks_(std::move(global_ranks)),
       stop_reason_(std::move(stop_reason)),
       cycle_time_(static_cast<int64_t>(config.cycle_time_ms * 1000.0)),
+      stall_check_(seconds_setting(config.stall_check_seconds)),
+      stall_shutdown_(seconds_setting(config.stall_shutdown_seconds)),
       queue_(queue),
       control_(control),
       executor_(transport, allreduce_options(config), shm),
@@ -173,7 +184,7 @@ void BackgroundLoop::run_step_locked(const std::function<Status(bool* stop)>& st
       return;
     }
     if (stop) {
-      reason = stop_reason_;
+      reason = stall_stop_reason_.empty() ? stop_reason_ : stall_stop_reason_;
     } else {
       reason = "herd stopped after an error: " + status.message();
       HERD_LOG(kError, "{}", reason);
@@ -239,6 +250,7 @@ Status BackgroundLoop::run_cycle(bool* stop) {
   CycleBits bits;
   bits.has_uncached = !uncached_.empty();
   bits.shutdown = shutdown_requested_.load();
+  bits.stall_due = stall_due(std::chrono::steady_clock::now());
   for (const auto& slot_and_entry : cached_pending_)
     bits.ready_slots.push_back(slot_and_entry.first);
   bits.invalid_slots.swap(invalid_slots_);
@@ -296,33 +308,102 @@ Status BackgroundLoop::run_cycle(bool* stop) {
     // Puts may have evicted names that entries here were waiting on.
     requeue_stale_cached_entries();
   }
-  report_stalls();
   Status status = execute(&agreed);
-  if (!status.is_ok()) fail_everything("herd stopped after an error: " + status.message(), &agreed);
-  return status;
+  if (!status.is_ok()) {
+    fail_everything("herd stopped after an error: " + status.message(), &agreed);
+    return status;
+  }
+  // After the execution: what every rank agreed on this cycle is not stalled.
+  if (agreement.any_stall_due) return run_stall_round(stop);
+  return Status::ok();
 }
 
-void BackgroundLoop::report_stalls() {
-  if (config_.stall_check_seconds <= 0.0) return;
-  const auto limit = std::chrono::duration_cast<Coordinator::Clock::duration>(
-      std::chrono::duration<double>(config_.stall_check_seconds));
-  const auto now = Coordinator::Clock::now();
-  // Rank 0 sees which ranks have not sent a name it is negotiating; a name
-  // settled by the cache is invisible to it, so each rank watches its own.
-  if (coordinator_) {
-    for (const std::string& message : coordinator_->stall_report(now, limit)) {
-      HERD_LOG(kWarning, "{}; a rank that never submits it stalls every rank waiting for it",
-               message);
+void BackgroundLoop::for_each_pending(const std::function<void(TensorEntry&)>& visit) {
+  for (auto& slot_and_entry : cached_pending_) visit(slot_and_entry.second);
+  for (TensorEntry& entry : uncached_) visit(entry);
+  for (auto& name_and_entry : negotiating_) visit(name_and_entry.second);
+}
+
+bool BackgroundLoop::warning_due(const TensorEntry& entry,
+                                 std::chrono::steady_clock::time_point now) const {
+  return stall_check_.count() > 0 && !entry.stall_reported && now - entry.submitted >= stall_check_;
+}
+
+bool BackgroundLoop::shutdown_due(const TensorEntry& entry,
+                                  std::chrono::steady_clock::time_point now) const {
+  return stall_shutdown_.count() > 0 && now - entry.submitted >= stall_shutdown_;
+}
+
+PendingTensor BackgroundLoop::pending_tensor(const TensorEntry& entry,
+                                             std::chrono::steady_clock::time_point now) const {
+  PendingTensor tensor;
+  tensor.name = entry.request.name;
+  tensor.type = entry.request.type;
+  tensor.waited_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now - entry.submitted).count();
+  tensor.warning_due = warning_due(entry, now);
+  tensor.shutdown_due = shutdown_due(entry, now);
+  return tensor;
+}
+
+bool BackgroundLoop::stall_due(std::chrono::steady_clock::time_point now) {
+  if (stall_check_.count() <= 0 && stall_shutdown_.count() <= 0) return false;
+  bool due = false;
+  for_each_pending([&](TensorEntry& entry) {
+    due = due || warning_due(entry, now) ||
+          (!entry.stall_shutdown_judged && shutdown_due(entry, now));
+  });
+  return due;
+}
+
+Status BackgroundLoop::run_stall_round(bool* stop) {
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<PendingTensor> mine;
+  for_each_pending([&](TensorEntry& entry) { mine.push_back(pending_tensor(entry, now)); });
+  std::vector<std::vector<uint8_t>> pending_lists;
+  HERD_RETURN_IF_ERROR(control_.gather_to_root(encode(mine), &pending_lists));
+  std::vector<uint8_t> reply;
+  if (coordinator_) reply = encode(judge(pending_lists));
+  HERD_RETURN_IF_ERROR(control_.broadcast_from_root(&reply));
+  StallVerdict verdict;
+  HERD_RETURN_IF_ERROR(decode(reply, &verdict).with_context("stall verdict from rank 0: "));
+
+  // Each entry raises the round's bit once for each limit it passes; a name
+  // a warning has covered is not named by a later one.
+  const std::unordered_set<std::string> named(verdict.names.begin(), verdict.names.end());
+  for_each_pending([&](TensorEntry& entry) {
+    if (warning_due(entry, now) || named.count(entry.request.name) > 0) {
+      entry.stall_reported = true;
+    }
+    if (shutdown_due(entry, now)) entry.stall_shutdown_judged = true;
+  });
+  switch (verdict.action) {
+    case StallAction::kNone: break;
+    case StallAction::kWarn: HERD_LOG(kWarning, "{}", verdict.text); break;
+    case StallAction::kShutdown:
+      HERD_LOG(kError, "{}", verdict.text);
+      stall_stop_reason_ = verdict.text;
+      *stop = true;
+      break;
+  }
+  return Status::ok();
+}
+
+StallVerdict BackgroundLoop::judge(const std::vector<std::vector<uint8_t>>& pending_lists) const {
+  std::vector<std::vector<PendingTensor>> by_rank(pending_lists.size());
+  for (std::size_t rank = 0; rank < pending_lists.size(); ++rank) {
+    const Status status = decode(pending_lists[rank], &by_rank[rank]);
+    if (!status.is_ok()) {
+      // Stop every rank rather than leave them waiting on rank 0.
+      StallVerdict fatal;
+      fatal.action = StallAction::kShutdown;
+      fatal.text = fmt::format(
+          "herd stopped after an error: coordinator (rank 0): pending tensors of rank {}: {}",
+          global_ranks_[rank], status.message());
+      return fatal;
     }
   }
-  for (auto& slot_and_entry : cached_pending_) {
-    TensorEntry& entry = slot_and_entry.second;
-    if (entry.stall_reported || now - entry.submitted < limit) continue;
-    entry.stall_reported = true;
-    const std::chrono::duration<double> waited = now - entry.submitted;
-    HERD_LOG(kWarning, "{} has waited {:.1f} s on rank {} for the other ranks to submit it",
-             entry.handle->description(), waited.count(), global_ranks_[control_.rank()]);
-  }
+  return judge_stalls(by_rank, join_.joined_ranks(), global_ranks_);
 }
 
 std::shared_ptr<HandleState> BackgroundLoop::join(int* last_rank) {

@@ -5,16 +5,19 @@
 // sorts them into "settled by the response cache" and "needs the
 // coordinator"; (2) joins one bitwise-AND allreduce (cycle_bits.h) that tells
 // every rank which cached names are ready everywhere, which cache slots some
-// rank invalidated, whether anyone needs the coordinator and whether anyone is
-// shutting down; (3) if needed, sends its uncached requests to rank 0, whose
-// Coordinator answers every rank with the same ResponseList; (4) plans fusion
-// over the agreed responses (cached ones in slot order, then negotiated ones in
-// the coordinator's order: the same list on every rank) and executes each
-// group. The loop is the only user of the control channel and the transport.
-// herd::join's part of the cycle lives in JoinState (join_state.h).
+// rank invalidated, whether anyone needs the coordinator, whether anyone is
+// shutting down and whether anyone has a stall check due; (3) if needed, sends
+// its uncached requests to rank 0, whose Coordinator answers every rank with
+// the same ResponseList; (4) plans fusion over the agreed responses (cached
+// ones in slot order, then negotiated ones in the coordinator's order: the
+// same list on every rank) and executes each group; (5) if a stall check is
+// due somewhere, runs the stall round (stall_round.h), which warns or stops
+// the set. The loop is the only user of the control channel and the
+// transport. herd::join's part of the cycle lives in JoinState (join_state.h).
 //
-// It ends when any rank asks to shut down, or on a fatal error; either way
-// every operation still pending fails with the reason and the queue is closed.
+// It ends when any rank asks to shut down, when the stall round finds a tensor
+// past HERD_STALL_SHUTDOWN_TIME, or on a fatal error; in each case every
+// operation still pending fails with the reason and the queue is closed.
 // Nothing thrown inside escapes the thread: it becomes that fatal error.
 //
 // Cycles run on the background thread, or on an application thread waiting
@@ -45,6 +48,7 @@
 #include "src/gpu_support.h"
 #include "src/join_state.h"
 #include "src/response_cache.h"
+#include "src/stall_round.h"
 #include "src/tensor_queue.h"
 
 namespace herd::detail {
@@ -111,9 +115,24 @@ class BackgroundLoop final : public CycleDriver,
   [[nodiscard]] Status run_cycle(bool* stop);
   void classify(TensorEntry entry);
   void requeue_stale_cached_entries();
-  // Logs a warning for each tensor that has waited on other ranks for longer
-  // than HERD_STALL_CHECK_TIME, once per tensor.
-  void report_stalls();
+  // Calls `visit` on every entry of this rank that waits for the other ranks.
+  void for_each_pending(const std::function<void(TensorEntry&)>& visit);
+  // At `now`, `entry` has waited past the stall check and no warning has
+  // named it yet; it has waited past the stall shutdown.
+  bool warning_due(const TensorEntry& entry, std::chrono::steady_clock::time_point now) const;
+  bool shutdown_due(const TensorEntry& entry, std::chrono::steady_clock::time_point now) const;
+  // What the stall round reports about `entry` at `now`.
+  PendingTensor pending_tensor(const TensorEntry& entry,
+                               std::chrono::steady_clock::time_point now) const;
+  // Some entry here needs a stall round: past the stall check and not yet
+  // named by a warning, or past the stall shutdown and not yet judged so.
+  bool stall_due(std::chrono::steady_clock::time_point now);
+  // The stall round (stall_round.h), on every rank when any has one due: logs
+  // rank 0's warning, or stops the set with rank 0's text (*stop, with
+  // stall_stop_reason_).
+  [[nodiscard]] Status run_stall_round(bool* stop);
+  // Rank 0: the verdict over every rank's pending list.
+  StallVerdict judge(const std::vector<std::vector<uint8_t>>& pending_lists) const;
   [[nodiscard]] Status negotiate(std::vector<Agreed>* agreed);
   [[nodiscard]] Status coordinate(const std::vector<std::vector<uint8_t>>& request_lists,
                                   ResponseList* responses);
@@ -127,6 +146,9 @@ class BackgroundLoop final : public CycleDriver,
   const std::vector<int> global_ranks_;
   const std::string stop_reason_;
   const std::chrono::microseconds cycle_time_;
+  // HERD_STALL_CHECK_TIME and HERD_STALL_SHUTDOWN_TIME; zero: off.
+  const std::chrono::steady_clock::duration stall_check_;
+  const std::chrono::steady_clock::duration stall_shutdown_;
   TensorQueue& queue_;
   ControlChannel& control_;
   FusionExecutor executor_;
@@ -156,6 +178,9 @@ class BackgroundLoop final : public CycleDriver,
   std::unordered_map<std::string, TensorEntry> negotiating_;  // sent, awaiting a response
   std::vector<uint32_t> invalid_slots_;                       // for the next agreement
   bool ran_something_ = false;  // the last agreement executed or negotiated something
+  // The text of a stall round's shutdown: what pending operations fail with,
+  // on every rank, instead of stop_reason_.
+  std::string stall_stop_reason_;
   std::unique_ptr<GpuExecutor> gpu_executor_;  // made at the first GPU response
 
   JoinState join_;  // herd::join; request() and requested() from any thread

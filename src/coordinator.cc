@@ -152,7 +152,6 @@ Status Coordinator::add(const Request& request) {
   if (entry.by_rank.empty()) {
     entry.by_rank.resize(static_cast<std::size_t>(num_ranks_));
     entry.present.resize(static_cast<std::size_t>(num_ranks_), false);
-    entry.first_request = now_();
   }
   const auto rank = static_cast<std::size_t>(request.rank);
   if (entry.present[rank]) {
@@ -227,32 +226,6 @@ std::vector<Response> Coordinator::take_ready() {
   }
   completed_.clear();
   return responses;
-}
-
-std::vector<std::string> Coordinator::stall_report(Clock::time_point now, Clock::duration limit) {
-  std::vector<std::string> messages;
-  for (auto& [name, entry] : table_) {
-    if (entry.stall_reported || entry.complete || now - entry.first_request < limit) {
-      continue;
-    }
-    entry.stall_reported = true;
-    std::vector<int> submitted;
-    std::vector<int> missing;
-    for (int rank = 0; rank < num_ranks_; ++rank) {
-      (entry.present[static_cast<std::size_t>(rank)] ? submitted : missing).push_back(label(rank));
-    }
-    const Request* any = nullptr;
-    for (int rank = 0; rank < num_ranks_ && any == nullptr; ++rank) {
-      if (entry.present[static_cast<std::size_t>(rank)])
-        any = &entry.by_rank[static_cast<std::size_t>(rank)];
-    }
-    const std::chrono::duration<double> waited = now - entry.first_request;
-    messages.push_back(
-        fmt::format("{} '{}' has waited {:.1f} s: submitted by ranks [{}], missing on ranks [{}]",
-                    to_string(any->type), name, waited.count(), fmt::join(submitted, ", "),
-                    fmt::join(missing, ", ")));
-  }
-  return messages;
 }
 
 std::size_t Coordinator::num_pending() const { return table_.size() - completed_.size(); }

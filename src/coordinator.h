@@ -5,7 +5,6 @@
 // requested, in the order the names became complete. Pure logic: no MPI.
 #pragma once
 
-#include <chrono>
 #include <cstddef>
 #include <map>
 #include <string>
@@ -48,25 +47,11 @@ class Coordinator {
   // Names requested by some ranks but not yet all.
   std::size_t num_pending() const;
 
-  using Clock = std::chrono::steady_clock;
-
-  // One message for each name that some ranks requested at least `limit`
-  // before `now` while others still have not, reported once per name:
-  //   "allreduce 'grad/fc1' has waited 61.0 s: submitted by ranks [0, 2],
-  //    missing on ranks [1]"
-  // A job where one rank never submits a name otherwise waits in silence.
-  std::vector<std::string> stall_report(Clock::time_point now, Clock::duration limit);
-
-  // add() stamps entries with this clock; tests replace it.
-  void set_clock(Clock::time_point (*now)()) { now_ = now; }
-
  private:
   struct Entry {
     std::vector<Request> by_rank;  // by_rank[r] valid iff present[r]
     std::vector<bool> present;
     int count = 0;
-    Clock::time_point first_request;
-    bool stall_reported = false;
     bool complete = false;  // queued in completed_
   };
 
@@ -81,7 +66,6 @@ class Coordinator {
   std::map<std::string, Entry> table_;
   std::vector<std::string> completed_;  // in completion order
   std::vector<int> joined_;             // ascending
-  Clock::time_point (*now_)() = &Clock::now;
 };
 
 }  // namespace herd::detail

@@ -5,8 +5,9 @@
 // [ready-slot bits][inverted joined-rank bits, when num_ranks > 0]. AND over ranks gives, for the
 // ready bits, "ready on every rank"; for the inverted parts, by De Morgan, the complement of "set
 // on some rank". So one collective answers: which cached names are ready everywhere, which cache
-// slots some rank invalidated, whether any rank has requests for the coordinator, and whether any
-// rank is shutting down. Pure functions.
+// slots some rank invalidated, whether any rank has requests for the coordinator, whether any
+// rank is shutting down, and whether any rank has a tensor whose stall check is due. Pure
+// functions.
 #pragma once
 
 #include <cstddef>
@@ -16,8 +17,11 @@
 namespace herd::detail {
 
 struct CycleBits {
-  bool has_uncached = false;            // this rank has requests for the coordinator
-  bool shutdown = false;                // this rank asked to shut down
+  bool has_uncached = false;  // this rank has requests for the coordinator
+  bool shutdown = false;      // this rank asked to shut down
+  // A tensor here has waited past HERD_STALL_CHECK_TIME or HERD_STALL_SHUTDOWN_TIME and not yet
+  // been through a stall round (stall_round.h) for that.
+  bool stall_due = false;
   std::vector<uint32_t> ready_slots;    // cached names ready on this rank
   std::vector<uint32_t> invalid_slots;  // cached names this rank resubmitted with another signature
   // herd::join: with num_ranks > 0, one more part of num_ranks inverted bits,
@@ -30,6 +34,7 @@ struct CycleBits {
 struct CycleAgreement {
   bool any_uncached = false;
   bool any_shutdown = false;
+  bool any_stall_due = false;
   std::vector<uint32_t> ready_everywhere;  // ascending
   std::vector<uint32_t> invalid_anywhere;  // ascending
   std::vector<int> joined_ranks;           // ascending; empty unless num_ranks > 0

@@ -45,7 +45,10 @@ struct TensorEntry {
   // at submission (GpuSupport::record_ready), destroyed with the last copy.
   std::shared_ptr<void> ready_event;
   std::chrono::steady_clock::time_point submitted = std::chrono::steady_clock::now();
-  bool stall_reported = false;  // the stall check warned about it already
+  // The stall round (stall_round.h) warned about it already, and judged it
+  // past HERD_STALL_SHUTDOWN_TIME already: each raises the round's bit once.
+  bool stall_reported = false;
+  bool stall_shutdown_judged = false;
 };
 
 class TensorQueue {

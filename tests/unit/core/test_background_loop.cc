@@ -1,13 +1,15 @@
 // BackgroundLoop with threads as ranks (loop_world.h): the negotiation cycle
 // and fusion, the response cache and its invalidation, mismatches across
-// ranks, herd::join, the stall warnings, shutdown by one rank, and a control
-// channel that fails or a rank that never takes part. Every expected value
-// is a closed form of the rank, the tensor and the element.
+// ranks, herd::join, the stall warnings and the stall shutdown, shutdown by
+// one rank, and a control channel that fails or a rank that never takes
+// part. Every expected value is a closed form of the rank, the tensor and
+// the element.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -469,7 +471,7 @@ TEST_CASE("background loop: joined ranks add the identity until every rank has j
   require_no_failures(sum_round(world, "j", {4}, 5));
 }
 
-TEST_CASE("background loop: a tensor waiting on other ranks is reported once as stalled",
+TEST_CASE("background loop: every rank warns once per stalled tensor, naming the missing rank",
           "[background_loop]") {
   WorldOptions options;
   options.size = 3;
@@ -478,19 +480,27 @@ TEST_CASE("background loop: a tensor waiting on other ranks is reported once as 
   world.start();
   require_no_failures(sum_round(world, "s", {4}, 0));  // caches s/0
 
-  // Ranks 0 and 1 submit the cached s/0 and the new s/new; rank 2 submits
-  // them 1 s later. Rank 0's coordinator reports s/new with the ranks that
-  // sent it and the one missing; ranks 0 and 1 each report their cached s/0.
+  // Ranks 0 and 1 submit the cached s/0, and 1.5 s later the new s/new;
+  // rank 2 submits both 3.5 s after the start. One warning for each name,
+  // the same text on every rank, names rank 2 (global 12) and the ranks
+  // waiting.
   RankFailures failures(3);
   std::string log;
   {
     StderrCapture capture;
     world.run_ranks([&](int rank) {
-      if (rank == 2) std::this_thread::sleep_for(milliseconds(1000));
       std::vector<float> cached = ramp(rank, 4, 7);
       std::vector<float> fresh = ramp(rank, 2, 8);
-      auto cached_handle = world.submit(rank, allreduce_entry(rank, "s/0", view_of(cached)));
+      std::shared_ptr<HandleState> cached_handle;
+      if (rank == 2) {
+        std::this_thread::sleep_for(milliseconds(3500));
+      } else {
+        cached_handle = world.submit(rank, allreduce_entry(rank, "s/0", view_of(cached)));
+        std::this_thread::sleep_for(milliseconds(1500));
+      }
       auto fresh_handle = world.submit(rank, allreduce_entry(rank, "s/new", view_of(fresh)));
+      if (rank == 2)
+        cached_handle = world.submit(rank, allreduce_entry(rank, "s/0", view_of(cached)));
       note(&failures[rank], outcome(cached_handle).message());
       note(&failures[rank], outcome(fresh_handle).message());
       note(&failures[rank], first_mismatch("s/0", cached, [](int64_t i) {
@@ -504,24 +514,151 @@ TEST_CASE("background loop: a tensor waiting on other ranks is reported once as 
   }
   require_no_failures(failures);
   INFO(log);
-  CHECK(count_of(log, "allreduce 's/new' has waited ") == 1);
-  CHECK(count_of(log, fmt::format("s: submitted by ranks [{}, {}], missing on ranks [{}]; a rank "
-                                  "that never submits it stalls every rank waiting for it",
-                                  global_rank(0), global_rank(1), global_rank(2))) == 1);
-  for (int rank = 0; rank < 2; ++rank) {
-    CHECK(count_of(log, fmt::format(" s on rank {} for the other ranks to submit it",
-                                    global_rank(rank))) == 1);
+  for (const std::string name : {"s/0", "s/new"}) {
+    INFO(name);
+    const std::regex warning(fmt::format(
+        R"(WARN: stall: rank {} has not submitted allreduce '{}' \(ranks \[{}, {}\] have waited )"
+        R"((\d+\.\d) s\); a rank that never submits a tensor stalls every rank waiting for it)",
+        global_rank(2), name, global_rank(0), global_rank(1)));
+    std::vector<std::string> waits;
+    for (auto it = std::sregex_iterator(log.begin(), log.end(), warning);
+         it != std::sregex_iterator(); ++it) {
+      waits.push_back((*it)[1].str());
+    }
+    REQUIRE(waits.size() == 3);  // one per rank
+    CHECK(waits[1] == waits[0]);
+    CHECK(waits[2] == waits[0]);
+    CHECK(std::stod(waits[0]) >= 0.2);
+    CHECK(std::stod(waits[0]) < 2.0);
   }
-  CHECK(count_of(log, "allreduce 's/0' has waited ") == 2);
-  CHECK(count_of(log, fmt::format("on rank {}", global_rank(2))) == 0);
+  CHECK(count_of(log, "WARN: stall: ") == 6);
 }
 
-TEST_CASE("background loop: one rank's shutdown fails every rank's pending operations",
+// The stall shutdown's text with each "have waited <seconds> s" made
+// "have waited _ s"; the seconds go to *waits.
+std::string without_waits(const std::string& text, std::vector<double>* waits) {
+  static const std::regex wait(R"(have waited (\d+\.\d) s)");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), wait); it != std::sregex_iterator();
+       ++it) {
+    waits->push_back(std::stod((*it)[1].str()));
+  }
+  return std::regex_replace(text, wait, "have waited _ s");
+}
+
+TEST_CASE("background loop: a rank that never submits stops the set after the stall shutdown time",
           "[background_loop]") {
   const int p = GENERATE(2, 3);
   INFO(p << " ranks");
   WorldOptions options;
   options.size = p;
+  options.config.stall_shutdown_seconds = 1.0;
+  LoopWorld world(options);
+  world.start();
+  require_no_failures(sum_round(world, "s", {4}, 0));  // caches s/0
+
+  // Every rank but rank 1 submits the cached s/0 and the new s/new; rank 1
+  // submits nothing. Each waiting rank's handles fail with the one text,
+  // naming rank 1 (global 11), both names and the ranks that waited.
+  std::vector<int> waiting;
+  for (int rank = 0; rank < p; ++rank) {
+    if (rank != 1) waiting.push_back(global_rank(rank));
+  }
+  const std::string expected_reason = fmt::format(
+      "herd stopped: tensors waited longer than HERD_STALL_SHUTDOWN_TIME for ranks that did not "
+      "submit them: rank {0} has not submitted allreduce 's/0' (ranks [{1}] have waited _ s), "
+      "allreduce 's/new' (ranks [{1}] have waited _ s)",
+      global_rank(1), fmt::join(waiting, ", "));
+  std::vector<std::vector<float>> cached(p), fresh(p);
+  std::vector<std::shared_ptr<HandleState>> handles;
+  const auto start = std::chrono::steady_clock::now();
+  for (int rank = 0; rank < p; ++rank) {
+    if (rank == 1) continue;
+    cached[rank] = ramp(rank, 4, 7);
+    fresh[rank] = ramp(rank, 2, 8);
+    handles.push_back(world.submit(rank, allreduce_entry(rank, "s/0", view_of(cached[rank]))));
+    handles.push_back(world.submit(rank, allreduce_entry(rank, "s/new", view_of(fresh[rank]))));
+  }
+  std::vector<std::string> reasons;
+  for (const auto& handle : handles) {
+    const std::string message = outcome(handle).message();
+    const std::string prefix = handle->description() + ": ";
+    INFO(message);
+    REQUIRE(message.rfind(prefix, 0) == 0);
+    reasons.push_back(message.substr(prefix.size()));
+  }
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // Not before the shutdown time; within it and generous slack after.
+  CHECK(elapsed >= 1.0);
+  CHECK(elapsed < 11.0);
+  for (const std::string& reason : reasons) {
+    INFO(reason);
+    CHECK(reason == reasons.front());  // the same text on every rank
+    std::vector<double> waits;
+    CHECK(without_waits(reason, &waits) == expected_reason);
+    REQUIRE(waits.size() == 2);
+    for (double wait : waits) {
+      CHECK(wait >= 0.9);  // rounded to 0.1 s; the later name may be just short of 1 s
+      CHECK(wait < 11.0);
+    }
+  }
+  // Every loop has stopped, and the queues are closed with the same reason:
+  // rank 1's late submission fails with it too.
+  for (int rank = 0; rank < p; ++rank) {
+    INFO("rank " << rank);
+    CHECK(world.loop_ended(rank));
+    std::vector<float> late(4, 1.0f);
+    CHECK(outcome(world.submit(rank, allreduce_entry(rank, "s/new", view_of(late)))).message() ==
+          "allreduce 's/new': " + reasons.front());
+  }
+}
+
+TEST_CASE("background loop: a rank that submits late but within the stall shutdown time succeeds",
+          "[background_loop]") {
+  // 0: no shutdown at all; 5 s: the late rank comes 1 s after the others;
+  // 1e300 s: longer than the clock counts, so never.
+  const double shutdown_seconds = GENERATE(0.0, 5.0, 1e300);
+  INFO("HERD_STALL_SHUTDOWN_TIME " << shutdown_seconds);
+  WorldOptions options;
+  options.size = 3;
+  options.config.stall_shutdown_seconds = shutdown_seconds;
+  LoopWorld world(options);
+  world.start();
+  require_no_failures(sum_round(world, "s", {4}, 0));  // caches s/0
+  RankFailures failures(3);
+  world.run_ranks([&](int rank) {
+    if (rank == 1) std::this_thread::sleep_for(milliseconds(1000));
+    std::vector<float> cached = ramp(rank, 4, 7);
+    std::vector<float> fresh = ramp(rank, 2, 8);
+    auto cached_handle = world.submit(rank, allreduce_entry(rank, "s/0", view_of(cached)));
+    auto fresh_handle = world.submit(rank, allreduce_entry(rank, "s/new", view_of(fresh)));
+    note(&failures[rank], outcome(cached_handle).message());
+    note(&failures[rank], outcome(fresh_handle).message());
+    note(&failures[rank], first_mismatch("s/0", cached, [](int64_t i) {
+      return ramp_sum({0, 1, 2}, 7, i);
+    }));
+    note(&failures[rank], first_mismatch("s/new", fresh, [](int64_t i) {
+      return ramp_sum({0, 1, 2}, 8, i);
+    }));
+  });
+  require_no_failures(failures);
+  // The set goes on.
+  require_no_failures(sum_round(world, "s", {4}, 1));
+}
+
+TEST_CASE("background loop: one rank's shutdown fails every rank's pending operations",
+          "[background_loop]") {
+  const int p = GENERATE(2, 3);
+  // With a stall check, the orphans have been warned about by the time of the
+  // shutdown, whose reason still wins over the stall shutdown's later one.
+  const bool stall_check = GENERATE(false, true);
+  INFO(p << " ranks, stall check " << stall_check);
+  WorldOptions options;
+  options.size = p;
+  if (stall_check) {
+    options.config.stall_check_seconds = 0.1;
+    options.config.stall_shutdown_seconds = 60.0;
+  }
   LoopWorld world(options);
   world.start();
   // Each rank has an allreduce no other rank submits, pending while a name
@@ -537,6 +674,7 @@ TEST_CASE("background loop: one rank's shutdown fails every rank's pending opera
   for (int rank = 0; rank < p; ++rank) CHECK_FALSE(orphans[rank]->done());
   std::shared_ptr<HandleState> join;
   if (p == 3) join = world.loop(p - 1).join(nullptr);
+  if (stall_check) std::this_thread::sleep_for(milliseconds(300));
 
   world.loop(0).request_shutdown();
   for (int rank = 0; rank < p; ++rank) {

@@ -3,7 +3,6 @@
 // for each collective and in which order, how Response::matches lets the
 // response cache hit or miss when one rank's first dimension or splits
 // change, and messages that name a process set's members by global rank.
-#include <chrono>
 #include <string>
 #include <vector>
 
@@ -379,11 +378,6 @@ TEST_CASE("negotiation: rank labels name a process set's members by global rank"
   CHECK(agreed.rank_extents == Shape{2, 1});
 }
 
-namespace {
-Coordinator::Clock::time_point g_negotiation_now;
-Coordinator::Clock::time_point negotiation_now() { return g_negotiation_now; }
-}  // namespace
-
 TEST_CASE("negotiation: a Coordinator with rank labels names global ranks", "[negotiation]") {
   Coordinator pair(2, {1, 3});
   REQUIRE(pair.add(request(1, CollectiveType::kAllreduce, "mm", {3})).is_ok());
@@ -391,18 +385,6 @@ TEST_CASE("negotiation: a Coordinator with rank labels names global ranks", "[ne
   std::vector<Response> ready = pair.take_ready();
   REQUIRE(ready.size() == 1);
   CHECK(ready[0].error_message == "allreduce 'mm': shape mismatch: rank 1 [2], rank 3 [3]");
-
-  // The stall report, too.
-  using std::chrono::seconds;
-  Coordinator trio(3, {0, 2, 3});
-  trio.set_clock(&negotiation_now);
-  const Coordinator::Clock::time_point start{};
-  g_negotiation_now = start;
-  REQUIRE(trio.add(request(1, CollectiveType::kAllgather, "late", {1, 3})).is_ok());
-  std::vector<std::string> report = trio.stall_report(start + seconds(61), seconds(60));
-  REQUIRE(report.size() == 1);
-  CHECK(report[0] ==
-        "allgather 'late' has waited 61.0 s: submitted by ranks [2], missing on ranks [0, 3]");
 }
 
 // --- Response::matches and the response cache -------------------------------------

@@ -41,6 +41,7 @@ TEST_CASE("cycle bits: one idle rank agrees on nothing", "[cycle_bits]") {
     CycleAgreement agreement = decode_cycle_bits(encode_cycle_bits({}, capacity), capacity);
     CHECK_FALSE(agreement.any_uncached);
     CHECK_FALSE(agreement.any_shutdown);
+    CHECK_FALSE(agreement.any_stall_due);
     CHECK(agreement.ready_everywhere.empty());
     CHECK(agreement.invalid_anywhere.empty());
   }
@@ -61,6 +62,7 @@ TEST_CASE("cycle bits: unused bits never become phantom slots", "[cycle_bits]") 
     agreement = decode_cycle_bits(zeros, capacity);
     CHECK(agreement.any_uncached);
     CHECK(agreement.any_shutdown);
+    CHECK(agreement.any_stall_due);
     CHECK(agreement.ready_everywhere.empty());
     CHECK(agreement.invalid_anywhere.size() == capacity);
     CHECK(agreement.invalid_anywhere.back() == capacity - 1);
@@ -79,6 +81,13 @@ TEST_CASE("cycle bits: capacity 0 still carries the flags", "[cycle_bits]") {
   agreement = decode_cycle_bits(and_over_ranks({quiet, leaving, quiet}, 0), 0);
   CHECK_FALSE(agreement.any_uncached);
   CHECK(agreement.any_shutdown);
+  CHECK_FALSE(agreement.any_stall_due);
+  CycleBits stalled;
+  stalled.stall_due = true;
+  agreement = decode_cycle_bits(and_over_ranks({quiet, quiet, stalled}, 0), 0);
+  CHECK(agreement.any_stall_due);
+  CHECK_FALSE(agreement.any_shutdown);
+  CHECK_FALSE(agreement.any_uncached);
 }
 
 TEST_CASE("cycle bits: the AND over 1..5 ranks", "[cycle_bits]") {
@@ -98,6 +107,7 @@ TEST_CASE("cycle bits: the AND over 1..5 ranks", "[cycle_bits]") {
         std::set<uint32_t> expected_invalid;
         bool any_uncached = false;
         bool any_shutdown = false;
+        bool any_stall_due = false;
         std::vector<std::set<uint32_t>> ready_by_rank;
         for (CycleBits& bits : ranks) {
           std::set<uint32_t> ready = common;
@@ -108,11 +118,13 @@ TEST_CASE("cycle bits: the AND over 1..5 ranks", "[cycle_bits]") {
           if (rarely(rng)) invalid.insert(static_cast<uint32_t>(capacity - 1));
           bits.has_uncached = rarely(rng);
           bits.shutdown = rarely(rng);
+          bits.stall_due = rarely(rng);
           bits.ready_slots.assign(ready.begin(), ready.end());
           std::shuffle(bits.ready_slots.begin(), bits.ready_slots.end(), rng);  // order is free
           bits.invalid_slots.assign(invalid.begin(), invalid.end());
           any_uncached = any_uncached || bits.has_uncached;
           any_shutdown = any_shutdown || bits.shutdown;
+          any_stall_due = any_stall_due || bits.stall_due;
           expected_invalid.insert(invalid.begin(), invalid.end());
           ready_by_rank.push_back(ready);
         }
@@ -126,6 +138,7 @@ TEST_CASE("cycle bits: the AND over 1..5 ranks", "[cycle_bits]") {
         CycleAgreement agreement = decode_cycle_bits(and_over_ranks(ranks, capacity), capacity);
         CHECK(agreement.any_uncached == any_uncached);
         CHECK(agreement.any_shutdown == any_shutdown);
+        CHECK(agreement.any_stall_due == any_stall_due);
         CHECK(agreement.ready_everywhere == sorted(ready_everywhere));
         CHECK(agreement.invalid_anywhere == sorted(expected_invalid));
       }
