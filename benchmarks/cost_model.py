@@ -4,7 +4,7 @@
   cost_model.py fit [LABEL=]FILE.csv ... [--reduce-gbps G | --fit-gamma]
   cost_model.py predict [--alpha-us 5] [--link-gbits 100] [--reduce-gbps G] ...
 
-Model (docs/performance.md derives every formula): sending one message of m
+Model (docs/design/cost-model.md derives every formula): sending one message of m
 bytes over a link costs alpha + m * beta, reducing m bytes costs m * gamma;
 all ranks work at once, each link full duplex. n is the buffer in bytes, p the
 number of ranks.
@@ -44,15 +44,14 @@ KIB = 1024
 MIB = 1024 * KIB
 GIB = 1024 * MIB
 
-# herd's settings the fit must mirror (collectives/allreduce.h, src/config.h).
+# herd's settings the fit must mirror (collectives/allreduce.h, src/config.h;
+# the threshold is small_allreduce_threshold's at up to 8 ranks).
 HERD_SEGMENT_BYTES = 1 * MIB
 HERD_SMALL_ALLREDUCE_BYTES = 64 * KIB
 
-# float32 sum throughput of herd's reduce kernel at 16 MiB, measured with
-# herd-kernel-bench --benchmark_filter=float32 on the machine
-# docs/performance.md describes, 2026-12-03 (1.54e10 B/s = 14.3 GiB/s; an
-# unfiltered run seconds later gave 10.0 GB/s, see the doc); pass
-# --reduce-gbps with your own number.
+# gamma's default: the float32 sum kernel's throughput at 16 MiB on the CPU
+# machine of docs/performance.md (its reduce_kernels table, which also shows
+# how much it varies); pass --reduce-gbps with your own machine's number.
 DEFAULT_REDUCE_GBPS = 15.4
 
 

@@ -1,8 +1,9 @@
 """Every relative link in README.md and docs/ points at a file that exists, and every #anchor at
 a heading of that file (GitHub's rule: lower case, punctuation dropped, spaces to hyphens, a
-repeated heading numbered -1, -2, ...).
+repeated heading numbered -1, -2, ...). Every source file that docs/architecture.md and the
+design pages name in backticks exists, so that their walk through the code stays true.
 
-Run with /usr/bin/python3 -m pytest -q tests/scripts (ctest runs it as bench_scripts).
+Run with /usr/bin/python3 -m pytest -q tests/scripts (ctest runs it as doc_checks).
 """
 
 import glob
@@ -50,6 +51,47 @@ def broken_links(path):
     return broken
 
 
+SOURCE = re.compile(r"`([A-Za-z0-9_./-]+)`")
+SOURCE_FILE = re.compile(r"^[\w./-]+\.(h|cc|cu|py|sh|cmake)$")
+TOP_DIRS = ("benchmarks/", "bindings/", "cmake/", "collectives/", "common/", "examples/",
+            "include/", "ops/", "scripts/", "src/", "tests/", "train/")
+
+
+def repository_files(root):
+    """Every file name under `root`, and every path relative to it (build trees left out)."""
+    names, paths = set(), set()
+    for folder, subfolders, files in os.walk(root):
+        subfolders[:] = [name for name in subfolders
+                         if not name.startswith(".") and not name.startswith("build")]
+        for name in files:
+            names.add(name)
+            paths.add(os.path.relpath(os.path.join(folder, name), root))
+        paths.update(os.path.relpath(os.path.join(folder, name), root) + "/"
+                     for name in subfolders)
+    return names, paths
+
+
+def missing_sources(path, root):
+    """Source files and folders that the Markdown file `path` names in backticks and `root` lacks:
+    a name with a folder is looked up from the root (public headers from include/ too), a bare
+    file name anywhere."""
+    with open(path, encoding="utf-8") as handle:
+        text = FENCE.sub("", handle.read())
+    names, paths = repository_files(root)
+    missing = []
+    for token in SOURCE.findall(text):
+        is_path = token.startswith(TOP_DIRS) or token.startswith("herd/")
+        if not is_path and not SOURCE_FILE.match(token):
+            continue
+        if "/" in token:
+            found = token in paths or "include/" + token in paths
+        else:
+            found = token in names
+        if not found and token not in missing:
+            missing.append(token)
+    return missing
+
+
 def test_slugs_follow_github():
     assert slug("What this means for herd's thresholds") == "what-this-means-for-herds-thresholds"
     assert slug("Fitting α, β, γ") == "fitting-α-β-γ"
@@ -73,3 +115,23 @@ def test_every_link_of_the_docs_leads_somewhere():
     broken = [f"{os.path.relpath(page, ROOT)}: {problem}"
               for page in pages for problem in broken_links(page)]
     assert broken == []
+
+
+def test_a_missing_source_file_is_found(tmp_path):
+    for name in ("src/api.cc", "include/herd/types.h", "tests/unit/helper.h"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    page = tmp_path / "page.md"
+    page.write_text("`src/api.cc` `herd/types.h` `helper.h` `src/` `HERD_CYCLE_TIME`\n"
+                    "`src/gone.cc` `lost.h` `collectives/` `herd/none.h` `a.b`\n"
+                    "```\n`src/fenced.cc`\n```\n")
+    assert missing_sources(str(page), str(tmp_path)) == [
+        "src/gone.cc", "lost.h", "collectives/", "herd/none.h"]
+
+
+def test_every_source_file_the_architecture_names_exists():
+    pages = [os.path.join(ROOT, "docs", "architecture.md")] + sorted(
+        glob.glob(os.path.join(ROOT, "docs", "design", "*.md")))
+    missing = [f"{os.path.relpath(page, ROOT)}: {name}"
+               for page in pages for name in missing_sources(page, ROOT)]
+    assert missing == []
