@@ -1,0 +1,312 @@
+"""A failure of a herd.torch helper on one rank raises on every rank, under mpirun.
+
+broadcast_object, allgather_object, broadcast_parameters and
+broadcast_optimizer_state run Python code between their collectives; when
+that code fails on some ranks, those ranks must raise their own exception and
+every other rank herd.Error naming them and their error, instead of waiting
+for a collective the failed ranks never submit.
+
+Each failing call runs under a watchdog (faulthandler: past WATCHDOG_SECONDS
+the process prints its stacks and exits, failing the test) and is timed. Each
+rank writes what it saw (exception type, message, seconds) to a file in a
+folder shared by the ranks; after a barrier every rank reads every rank's
+record and compares it with what that rank must have seen: the failing
+rank's original exception (as plain pickle or torch raise it here, without
+herd) and, on the others, a message built from the failing ranks' records.
+Every test then repeats the call without the fault and checks exact results,
+so the job is still usable after the failure.
+"""
+
+import contextlib
+import faulthandler
+import json
+import os
+import pickle
+import shutil
+import tempfile
+import threading
+import time
+
+import pytest
+import torch
+
+import herd
+import herd.torch as hvd
+
+# Generous: the machine running the tests may be busy; a hang is what must not happen.
+RAISES_WITHIN_SECONDS = 60
+WATCHDOG_SECONDS = 150
+PATH_BYTES = 512
+
+
+@pytest.fixture
+def shared_dir(rank):
+    """A folder every rank sees: rank 0 makes it and broadcasts its path."""
+    path = torch.zeros(PATH_BYTES, dtype=torch.uint8)
+    if rank == 0:
+        made = tempfile.mkdtemp(prefix="herd-helper-failures-").encode()
+        path[:len(made)] = torch.tensor(list(made), dtype=torch.uint8)
+    hvd.broadcast_(path, 0, name="test.shared_dir")
+    folder = bytes(path.tolist()).rstrip(b"\0").decode()
+    yield folder
+    hvd.barrier()
+    if rank == 0:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def watchdog():
+    faulthandler.dump_traceback_later(WATCHDOG_SECONDS, exit=True)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
+
+def record_failure(folder, call):
+    """Runs ``call``, which must raise; writes this rank's record and returns every rank's
+    records (a list indexed by rank) once every rank has written its own."""
+    start = time.monotonic()
+    seen = {"type": None, "is_herd_error": False, "message": "returned without raising"}
+    with watchdog():
+        try:
+            call()
+        except Exception as error:  # noqa: BLE001 -- what was raised is the record
+            seen = {"type": type(error).__name__, "module": type(error).__module__,
+                    "is_herd_error": isinstance(error, herd.Error),
+                    "message": str(error)}
+    seen["seconds"] = time.monotonic() - start
+    with open(os.path.join(folder, f"rank{herd.rank()}.json"), "w") as file:
+        json.dump(seen, file)
+    hvd.barrier()
+    records = []
+    for r in range(herd.size()):
+        with open(os.path.join(folder, f"rank{r}.json")) as file:
+            records.append(json.load(file))
+    return records
+
+
+def pickle_failure(obj):
+    """(type name, text) of the exception plain pickle raises for ``obj``."""
+    try:
+        pickle.dumps(obj)
+    except Exception as error:  # noqa: BLE001
+        return type(error).__name__, str(error)
+    raise AssertionError(f"{obj!r} pickles")
+
+
+def check_records(records, failing, own_failure, peer_message):
+    """``failing``: the ranks that failed; ``own_failure(r)``: (type, text) rank r must
+    raise itself; ``peer_message(records)``: the herd.Error message every other rank must
+    show."""
+    for r, seen in enumerate(records):
+        assert seen["seconds"] < RAISES_WITHIN_SECONDS, f"rank {r} took {seen['seconds']} s"
+        if r in failing:
+            assert (seen["type"], seen["message"]) == own_failure(r), f"rank {r}: {seen}"
+            assert not seen["is_herd_error"], f"rank {r}: {seen}"
+        else:
+            assert seen["is_herd_error"] and seen["type"] == "Error", f"rank {r}: {seen}"
+            assert seen["message"] == peer_message(records), f"rank {r}: {seen}"
+
+
+def failed_ranks_text(records, failing):
+    return "; ".join(f"rank {r} failed: {records[r]['type']}: {records[r]['message']}"
+                     for r in sorted(failing))
+
+
+# --------------------------------------------------------------------------
+# broadcast_object
+# --------------------------------------------------------------------------
+
+UNPICKLABLE = {
+    "lambda": lambda: {"weights": [1, 2], "rule": lambda x: x + 1},
+    "lock": lambda: {"weights": [1, 2], "lock": threading.Lock()},
+}
+
+
+@pytest.mark.parametrize("kind", sorted(UNPICKLABLE))
+def test_broadcast_object_that_does_not_pickle_raises_on_every_rank(kind, shared_dir, rank,
+                                                                    size):
+    root = size - 1
+    obj = UNPICKLABLE[kind]() if rank == root else None
+    records = record_failure(shared_dir, lambda: hvd.broadcast_object(obj, root, name="cfg"))
+    expected_own = pickle_failure(obj) if rank == root else None
+    if rank == root:
+        assert (records[root]["type"], records[root]["message"]) == expected_own
+    check_records(records, {root}, lambda r: (records[r]["type"], records[r]["message"]),
+                  lambda recs: f"herd.torch.broadcast_object 'cfg', pickle: "
+                               f"{failed_ranks_text(recs, {root})}")
+    # The root's error is pickle's own, as every rank can see: its type and text.
+    assert records[root]["type"] in ("PicklingError", "TypeError", "AttributeError")
+    # The same call with a picklable object: the root's value on every rank.
+    good = {"weights": [rank, 2 * rank], "rule": "x + 1"}
+    assert hvd.broadcast_object(good, root, name="cfg") == {"weights": [root, 2 * root],
+                                                             "rule": "x + 1"}
+
+
+def _rebuild_unless_on(rank_that_fails, value):
+    """Unpickles to ``value`` except on ``rank_that_fails``."""
+    if herd.rank() == rank_that_fails:
+        raise LookupError(f"no decoder for {value!r} here")
+    return value
+
+
+class FailsToUnpickleOn:
+    """Pickles fine everywhere; unpickling raises on one rank only."""
+
+    def __init__(self, rank_that_fails, value):
+        self.rank_that_fails, self.value = rank_that_fails, value
+
+    def __reduce__(self):
+        return _rebuild_unless_on, (self.rank_that_fails, self.value)
+
+
+def test_broadcast_object_that_does_not_unpickle_on_one_rank(shared_dir, rank, size):
+    root, bad = 0, 1
+    obj = FailsToUnpickleOn(bad, "payload") if rank == root else None
+    records = record_failure(shared_dir, lambda: hvd.broadcast_object(obj, root, name="odd"))
+    check_records(records, {bad}, lambda r: ("LookupError", "no decoder for 'payload' here"),
+                  lambda recs: f"herd.torch.broadcast_object 'odd', receive: "
+                               f"{failed_ranks_text(recs, {bad})}")
+    good = FailsToUnpickleOn(size, "payload") if rank == root else None  # fails nowhere
+    assert hvd.broadcast_object(good, root, name="odd") == (good if rank == root else "payload")
+
+
+# --------------------------------------------------------------------------
+# allgather_object
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("failing_ranks", ["one", "all_but_0"])
+def test_allgather_object_that_does_not_pickle_on_some_ranks(failing_ranks, shared_dir, rank,
+                                                            size):
+    failing = {1} if failing_ranks == "one" else set(range(1, size))
+    obj = {"rank": rank, "lock": threading.Lock()} if rank in failing else {"rank": rank}
+    records = record_failure(shared_dir, lambda: hvd.allgather_object(obj, name="stats"))
+    lock_failure = pickle_failure(threading.Lock())
+    check_records(records, failing, lambda r: lock_failure,
+                  lambda recs: f"herd.torch.allgather_object 'stats', pickle: "
+                               f"{failed_ranks_text(recs, failing)}")
+    expected = [{"rank": r} for r in range(size)]
+    assert hvd.allgather_object({"rank": rank}, name="stats") == expected
+
+
+def test_allgather_object_that_does_not_unpickle_on_one_rank(shared_dir, rank, size):
+    bad = size - 1
+    obj = FailsToUnpickleOn(bad, f"from {rank}")
+    records = record_failure(shared_dir, lambda: hvd.allgather_object(obj, name="odd"))
+    # Rank ``bad`` fails on the first object it unpickles: rank 0's.
+    check_records(records, {bad}, lambda r: ("LookupError", "no decoder for 'from 0' here"),
+                  lambda recs: f"herd.torch.allgather_object 'odd', receive: "
+                               f"{failed_ranks_text(recs, {bad})}")
+    assert hvd.allgather_object(FailsToUnpickleOn(size, f"from {rank}"), name="odd") == [
+        f"from {r}" for r in range(size)]
+
+
+# --------------------------------------------------------------------------
+# broadcast_parameters
+# --------------------------------------------------------------------------
+
+def model_state(seed):
+    torch.manual_seed(seed)
+    return torch.nn.Linear(3, 2).state_dict()
+
+
+def test_broadcast_parameters_with_a_refused_tensor_on_one_rank(shared_dir, rank, size):
+    root, bad = 0, size - 1
+    state = model_state(rank)
+    if rank == bad:
+        state["bias"] = torch.zeros(2, dtype=torch.complex64)  # no herd dtype
+    records = record_failure(shared_dir, lambda: hvd.broadcast_parameters(state, root))
+    refusal = records[bad]["message"]
+    assert records[bad]["type"] == "ValueError" and refusal.startswith(
+        "herd.torch.broadcast_parameters: torch.complex64 tensors are not supported"), refusal
+    check_records(records, {bad}, lambda r: ("ValueError", refusal),
+                  lambda recs: f"herd.torch.broadcast_parameters 'broadcast_parameters', check: "
+                               f"{failed_ranks_text(recs, {bad})}")
+
+    state = model_state(rank)
+    hvd.broadcast_parameters(state, root)
+    for key, value in model_state(root).items():
+        assert torch.equal(state[key], value), key
+
+
+def test_broadcast_parameters_with_a_missing_tensor_on_one_rank(shared_dir, rank, size):
+    """Ranks giving different numbers of tensors would wait for names never sent: every rank
+    raises instead, naming each rank's count."""
+    root, bad = 0, 1
+    state = model_state(rank)
+    if rank == bad:
+        del state["bias"]
+    records = record_failure(shared_dir, lambda: hvd.broadcast_parameters(state, root))
+    counts = ", ".join(f"rank {r} {1 if r == bad else 2}" for r in range(size))
+    message = (f"herd.torch.broadcast_parameters: the ranks hold different numbers of tensors "
+               f"({counts}); every rank must pass the same model's")
+    check_records(records, set(), None, lambda recs: message)
+
+
+# --------------------------------------------------------------------------
+# broadcast_optimizer_state
+# --------------------------------------------------------------------------
+
+def sgd_model(seed):
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 1))
+    return model
+
+
+def test_broadcast_optimizer_state_refused_on_one_rank(shared_dir, rank, size):
+    root, bad = 0, 1
+    model = sgd_model(rank)
+    if rank == bad:
+        optimizer = torch.optim.LBFGS(model.parameters())
+    else:
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    records = record_failure(shared_dir,
+                             lambda: hvd.broadcast_optimizer_state(optimizer, root))
+    refusal = ("ValueError", "herd.torch.broadcast_optimizer_state: cannot broadcast "
+               "torch.optim.LBFGS state (deeply nested, with None entries)")
+    check_records(records, {bad}, lambda r: refusal,
+                  lambda recs: "herd.torch.broadcast_optimizer_state 'optimizer_state', "
+                               f"collect: {failed_ranks_text(recs, {bad})}")
+
+
+def two_groups(model, seed):
+    return torch.optim.SGD([{"params": model[0].parameters()},
+                            {"params": model[1].parameters(), "lr": 0.5 + seed}],
+                           lr=0.1 + seed, momentum=0.9)
+
+
+def one_group(model, seed):
+    return torch.optim.SGD(model.parameters(), lr=0.1 + seed, momentum=0.9)
+
+
+def test_broadcast_optimizer_state_that_does_not_apply_on_some_ranks(shared_dir, rank, size):
+    """The root's optimizer has two parameter groups, the others one: the root's
+    hyper-parameters of its second group have nowhere to go there."""
+    root = 0
+    model = sgd_model(rank)
+    optimizer = two_groups(model, rank) if rank == root else one_group(model, rank)
+    records = record_failure(shared_dir,
+                             lambda: hvd.broadcast_optimizer_state(optimizer, root))
+    failing = set(range(1, size))
+    check_records(records, failing, lambda r: ("IndexError", "list index out of range"),
+                  lambda recs: "herd.torch.broadcast_object 'optimizer_state.scalars', "
+                               f"receive: {failed_ranks_text(recs, failing)}")
+
+    # Without the fault: every rank's state and hyper-parameters are the root's.
+    model = sgd_model(rank)
+    optimizer = two_groups(model, rank)
+    for p in model.parameters():
+        p.grad = torch.full_like(p, float(rank + 1))
+    optimizer.step()
+    hvd.broadcast_optimizer_state(optimizer, root)
+    expected_model = sgd_model(root)
+    expected = two_groups(expected_model, root)
+    for p in expected_model.parameters():
+        p.grad = torch.full_like(p, float(root + 1))
+    expected.step()
+    for group, want in zip(optimizer.param_groups, expected.param_groups):
+        assert group["lr"] == want["lr"]
+        for p, q in zip(group["params"], want["params"]):
+            assert torch.equal(optimizer.state[p]["momentum_buffer"],
+                               expected.state[q]["momentum_buffer"])
