@@ -310,3 +310,54 @@ def test_broadcast_optimizer_state_that_does_not_apply_on_some_ranks(shared_dir,
         for p, q in zip(group["params"], want["params"]):
             assert torch.equal(optimizer.state[p]["momentum_buffer"],
                                expected.state[q]["momentum_buffer"])
+
+
+# --------------------------------------------------------------------------
+# DistributedOptimizer: a submission that fails in Python on one rank
+# --------------------------------------------------------------------------
+
+class CodecMissingOn:
+    """A compression (no-op) that raises on one rank for 3-element gradients."""
+
+    def __init__(self, rank_that_fails):
+        self.rank_that_fails = rank_that_fails
+
+    def compress(self, tensor):
+        if herd.rank() == self.rank_that_fails and tensor.numel() == 3:
+            raise RuntimeError("no codec for 3-element gradients here")
+        return tensor, None
+
+    def decompress(self, tensor, _):
+        return tensor
+
+
+@pytest.mark.parametrize("grouped", [False, True], ids=["alone", "grouped"])
+def test_optimizer_submission_failing_on_one_rank(grouped, shared_dir, rank, size):
+    """``unused`` takes no part in the loss, so its zero gradient is submitted in step(),
+    where the compression fails on one rank: every rank raises, within the bound."""
+    bad = size - 1
+    used = torch.nn.Parameter(torch.zeros(2, dtype=torch.float64))
+    unused = torch.nn.Parameter(torch.zeros(3, dtype=torch.float64))
+    optimizer = hvd.DistributedOptimizer(
+        torch.optim.SGD([used, unused], lr=1.0),
+        named_parameters=[("used", used), ("unused", unused)],
+        compression=CodecMissingOn(bad), groups=[[used, unused]] if grouped else None)
+    ((rank + 1) * used.sum()).backward()
+    records = record_failure(shared_dir, optimizer.step)
+    check_records(records, {bad},
+                  lambda r: ("RuntimeError", "no codec for 3-element gradients here"),
+                  lambda recs: "herd.torch.DistributedOptimizer.synchronize "
+                               "'DistributedOptimizer.gradients', submit: "
+                               f"{failed_ranks_text(recs, {bad})}")
+
+    # Without the fault, the same step averages the gradients exactly: (r + 1) over r.
+    del optimizer
+    used.grad, unused.grad = None, None
+    optimizer = hvd.DistributedOptimizer(
+        torch.optim.SGD([used, unused], lr=1.0),
+        named_parameters=[("used", used), ("unused", unused)],
+        compression=CodecMissingOn(size), groups=[[used, unused]] if grouped else None)
+    ((rank + 1) * used.sum()).backward()
+    optimizer.step()
+    assert torch.equal(used.detach(), torch.full((2,), -(size + 1) / 2, dtype=torch.float64))
+    assert torch.equal(unused.detach(), torch.zeros(3, dtype=torch.float64))

@@ -88,8 +88,11 @@ def broadcast_parameters(params, root_rank, process_set=global_process_set):
         tensors = _checked_tensors(params, caller)
     except Exception as failure:  # noqa: BLE001 -- raised on every rank by exchange_status
         error = failure
-    counts = exchange_status(error, len(tensors), caller, "broadcast_parameters", "check",
-                             process_set)
+    try:
+        counts = exchange_status(error, len(tensors), caller, "broadcast_parameters", "check",
+                                 process_set)
+    finally:
+        error = None  # raised with a traceback through this frame: no cycle
     _require_same_counts(counts, caller, "tensors", process_set)
     _broadcast_tensors(tensors, root_rank, process_set)
 
@@ -187,8 +190,11 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None, process_set=glob
     except Exception as failure:  # noqa: BLE001 -- raised on every rank by exchange_status
         error = failure
     # -1: no state at all, which every rank must agree on as well.
-    counts = exchange_status(error, -1 if tensors is None else len(tensors), caller,
-                             "optimizer_state", "collect", process_set)
+    try:
+        counts = exchange_status(error, -1 if tensors is None else len(tensors), caller,
+                                 "optimizer_state", "collect", process_set)
+    finally:
+        error = None  # raised with a traceback through this frame: no cycle
     _require_same_counts(counts, caller, "optimizer state tensors", process_set)
     if tensors is None:
         return
@@ -224,8 +230,11 @@ def _broadcast_object(obj, root_rank, name, process_set, use=None):
             error = failure
     # Only the root contributes a length (a pickle is never empty); with a root_rank outside
     # the set nobody does, and the broadcast below reports the bad root on every rank.
-    length = max(exchange_status(error, 0 if payload is None else payload.numel(), caller,
-                                 name, "pickle", process_set))
+    try:
+        length = max(exchange_status(error, 0 if payload is None else payload.numel(),
+                                     caller, name, "pickle", process_set))
+    finally:
+        error = None  # raised with a traceback through this frame: no cycle
     if not is_root:
         payload = torch.empty(length, dtype=torch.uint8)
     broadcast_(payload, root_rank, f"{name}.t", process_set=process_set)
@@ -236,7 +245,10 @@ def _broadcast_object(obj, root_rank, name, process_set, use=None):
             result = use(result)
     except Exception as failure:  # noqa: BLE001 -- raised on every rank by agree
         error = failure
-    agree(error, caller, name, "receive", process_set)
+    try:
+        agree(error, caller, name, "receive", process_set)
+    finally:
+        error = None  # raised with a traceback through this frame: no cycle
     return result
 
 
@@ -256,7 +268,10 @@ def allgather_object(obj, name=None, process_set=global_process_set):
         payload = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8)
     except Exception as failure:  # noqa: BLE001 -- raised on every rank by exchange_status
         error = failure
-    lengths = exchange_status(error, payload.numel(), caller, name, "pickle", process_set)
+    try:
+        lengths = exchange_status(error, payload.numel(), caller, name, "pickle", process_set)
+    finally:
+        error = None  # raised with a traceback through this frame: no cycle
     gathered = allgather(payload, name=f"{name}.t", process_set=process_set).numpy()
     objects, error = [], None
     try:
@@ -266,5 +281,8 @@ def allgather_object(obj, name=None, process_set=global_process_set):
             start += length
     except Exception as failure:  # noqa: BLE001 -- raised on every rank by agree
         error = failure
-    agree(error, caller, name, "receive", process_set)
+    try:
+        agree(error, caller, name, "receive", process_set)
+    finally:
+        error = None  # raised with a traceback through this frame: no cycle
     return objects

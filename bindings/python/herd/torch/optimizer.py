@@ -45,9 +45,11 @@ import weakref
 
 import torch
 
+from herd._native import Error
 from herd.handles import wait_all
 from herd.process_sets import ProcessSet, global_process_set
 from herd.reduce_ops import Adasum, Average, Sum
+from herd.torch.agreement import report_after_failure
 from herd.torch.compression import Compression
 from herd.torch.mpi_ops import (
     allgather_async,
@@ -117,6 +119,12 @@ def _parameter_names(param_groups, named_parameters):
             + ", ".join(str(list(p.shape)) for p in unnamed) + ")"
         )
     return names
+
+
+# The prescale of a stand-in reduction (see synchronize). A real one is 1 / f for a finite
+# predivide factor f, never 0, so the ranks' prescales disagree and the reduction fails
+# on every rank of the set.
+_STAND_IN_PRESCALE = 0.0
 
 
 def _make_hook(optimizer_ref, parameter):
@@ -278,98 +286,184 @@ class _DistributedOptimizer:
             return grad.to_dense()
         return grad if grad.is_contiguous() else grad.contiguous()
 
-    def _herd_submit_one(self, p):
-        self._herd_submitted.add(id(p))
+    def _herd_stand_in(self, p):
+        """Zeros shaped as ``p``'s reduction on the wire (``p``'s dtype when the compression
+        fails on them too)."""
+        zeros = torch.zeros_like(p, memory_format=torch.contiguous_format)
+        try:
+            return self._compression.compress(zeros)[0]
+        except Exception:  # noqa: BLE001 -- any other dtype disagrees as well
+            return zeros
+
+    def _herd_submit_one(self, p, stand_in=False):
         name = self._herd_names[id(p)]  # mpi_ops submits it as "allreduce.<name>"
         if p.grad is not None and p.grad.is_sparse and not self.sparse_as_dense:
-            self._herd_pending.append(self._herd_submit_sparse(p, name))
+            self._herd_pending.append(self._herd_submit_sparse(p, name, stand_in))
+            self._herd_submitted.add(id(p))
             return
-        wire, context = self._compression.compress(self._herd_dense_gradient(p, False))
         prescale, postscale = self._herd_scales()
+        if stand_in:
+            wire, context, prescale = self._herd_stand_in(p), None, _STAND_IN_PRESCALE
+        else:
+            wire, context = self._compression.compress(self._herd_dense_gradient(p, False))
         handle = allreduce_async_(wire, name=name, op=self.op, prescale_factor=prescale,
                                   postscale_factor=postscale, process_set=self.process_set)
+        self._herd_submitted.add(id(p))
 
         def finish():
-            _write_back(p, self._compression.decompress(synchronize(handle), context))
+            reduced = synchronize(handle)
+            if not stand_in:
+                _write_back(p, self._compression.decompress(reduced, context))
 
         self._herd_pending.append(finish)
 
-    def _herd_submit_sparse(self, p, name):
+    def _herd_submit_sparse(self, p, name, stand_in=False):
         """Reduces a sparse gradient as Horovod does: every rank's (index, value) pairs are
         gathered; duplicate indices add up when the optimizer applies the gradient.
-        Returns the function that waits and writes the result back."""
-        if self.op not in (Average, Sum):
-            raise ValueError(
-                f"DistributedOptimizer: sparse gradients reduce with Average or Sum only, not "
-                f"{self.op!r}; pass sparse_as_dense=True"
-            )
-        grad = p.grad.coalesce()
-        # allgather concatenates along dimension 0: one row per nonzero.
-        indices_handle = allgather_async(grad.indices().t().contiguous(),
-                                         name=name + ".indices", process_set=self.process_set)
-        values_handle = allgather_async(grad.values().contiguous(), name=name + ".values",
+        Returns the function that waits and writes the result back. A stand-in gathers
+        rows one column wider than any rank's, which the ranks disagree on."""
+        if stand_in:
+            grad = p.grad
+            indices = torch.zeros(0, grad.sparse_dim() + 1, dtype=torch.int64)
+            values = torch.zeros((0,) + tuple(grad.shape[grad.sparse_dim():]) + (1,),
+                                 dtype=grad.dtype)
+        else:
+            if self.op not in (Average, Sum):
+                raise ValueError(
+                    f"DistributedOptimizer: sparse gradients reduce with Average or Sum only, "
+                    f"not {self.op!r}; pass sparse_as_dense=True"
+                )
+            grad = p.grad.coalesce()
+            # allgather concatenates along dimension 0: one row per nonzero.
+            indices = grad.indices().t().contiguous()
+            values = grad.values().contiguous()
+        indices_handle = allgather_async(indices, name=name + ".indices",
+                                         process_set=self.process_set)
+        values_handle = allgather_async(values, name=name + ".values",
                                         process_set=self.process_set)
         average = self.op == Average
         members = self.process_set.size()
 
         def finish():
-            indices = synchronize(indices_handle)
-            values = synchronize(values_handle)
+            try:
+                gathered_indices = synchronize(indices_handle)
+            finally:
+                gathered_values = synchronize(values_handle)
+            if stand_in:
+                return
             if average:
-                values = values / members
-            _write_back(p, torch.sparse_coo_tensor(indices.t(), values, grad.shape))
+                gathered_values = gathered_values / members
+            _write_back(p, torch.sparse_coo_tensor(gathered_indices.t(), gathered_values,
+                                                   grad.shape))
 
         return finish
 
-    def _herd_submit_group(self, index):
+    def _herd_submit_group(self, index, stand_in=False):
         """One grouped allreduce per dtype among the group's (compressed) gradients, since
-        a grouped allreduce carries a single dtype."""
+        a grouped allreduce carries a single dtype. A stand-in submits each of them even
+        when another fails (one already submitted is refused as still pending)."""
         members = self._herd_groups[index]
-        self._herd_submitted.update(id(p) for p in members)
-        compressed = [self._compression.compress(self._herd_dense_gradient(p, True))
-                      for p in members]
+        if stand_in:
+            compressed = [(self._herd_stand_in(p), None) for p in members]
+        else:
+            compressed = [self._compression.compress(self._herd_dense_gradient(p, True))
+                          for p in members]
         by_dtype = collections.OrderedDict()
         for position, (wire, _) in enumerate(compressed):
             by_dtype.setdefault(wire.dtype, []).append(position)
         base = self._herd_names[id(members[0])]  # submitted as "grouped_allreduce.<base>.<i>"
         prescale, postscale = self._herd_scales()
+        if stand_in:
+            prescale = _STAND_IN_PRESCALE
         for dtype, positions in by_dtype.items():
             name = base if len(by_dtype) == 1 else f"{base}.{str(dtype).replace('torch.', '')}"
-            handle = grouped_allreduce_async_([compressed[i][0] for i in positions], name=name,
-                                              op=self.op, prescale_factor=prescale,
-                                              postscale_factor=postscale,
-                                              process_set=self.process_set)
+            try:
+                handle = grouped_allreduce_async_([compressed[i][0] for i in positions],
+                                                  name=name, op=self.op,
+                                                  prescale_factor=prescale,
+                                                  postscale_factor=postscale,
+                                                  process_set=self.process_set)
+            except Exception:
+                if stand_in:
+                    continue
+                raise
 
             def finish(handle=handle, positions=positions):
-                for i, reduced in zip(positions, synchronize(handle)):
+                reduced_tensors = synchronize(handle)
+                if stand_in:
+                    return
+                for i, reduced in zip(positions, reduced_tensors):
                     _write_back(members[i], self._compression.decompress(reduced,
                                                                          compressed[i][1]))
 
             self._herd_pending.append(finish)
+        self._herd_submitted.update(id(p) for p in members)
+
+    def _herd_submit_unit(self, p, stand_in=False):
+        """Submits ``p``'s reduction: its group's, or its own."""
+        if self._herd_groups:
+            self._herd_submit_group(self._herd_group_of[id(p)], stand_in)
+        else:
+            self._herd_submit_one(p, stand_in)
+
+    def _herd_submit_stand_ins(self):
+        """After a submission failed on this rank: a stand-in for every reduction not
+        submitted, under the same name but with a prescale no rank uses, so every rank's
+        wait for it ends with a disagreement instead of lasting for ever."""
+        for p in self._herd_params:
+            if id(p) not in self._herd_submitted:
+                try:
+                    self._herd_submit_unit(p, stand_in=True)
+                except Exception:  # noqa: BLE001 -- that name is left to the stall check
+                    self._herd_submitted.add(id(p))
 
     def synchronize(self):
         """Waits for every gradient reduction of this step and writes the results into
         ``p.grad``. Parameters whose hook has not fired are submitted first (with zeros
-        where ``p.grad`` is None), so every rank submits every name."""
+        where ``p.grad`` is None), so every rank submits every name.
+
+        A submission that fails on this rank (in Python, or refused by herd at the call)
+        is followed by stand-ins for every reduction not submitted yet: the other ranks'
+        waits for them fail at once, and every rank that saw a failure exchanges which ranks
+        failed in Python. That rank raises its own exception, the others herd.Error naming
+        it and its error; a disagreement seen by every rank alone raises herd.Error as it
+        is."""
         if not self._herd_hooked:
             self._synchronized = True
             return
+        failure = None
         try:
             for p in self._herd_params:
-                if id(p) in self._herd_submitted:
-                    continue
-                if self._herd_groups:
-                    self._herd_submit_group(self._herd_group_of[id(p)])
-                else:
-                    self._herd_submit_one(p)
+                if id(p) not in self._herd_submitted:
+                    self._herd_submit_unit(p)
+        except Exception as error:  # noqa: BLE001 -- raised after the exchange below
+            failure = error
+            self._herd_submit_stand_ins()
+        collective_failure = None
+        try:
+            # Wait for everything submitted even after a failure, so no reduction still
+            # writes into a gradient after this returns.
+            wait_all(self._herd_pending)
+        except Exception as error:  # noqa: BLE001 -- raised below
+            collective_failure = error
         finally:
-            # Wait for everything submitted even if a submission failed, so no reduction
-            # still writes into a gradient after this returns.
+            self._herd_reset_counts()
+            self._synchronized = True
+        if failure is None and collective_failure is None:
+            return
+        if failure is None and not isinstance(collective_failure, Error):
             try:
-                wait_all(self._herd_pending)
+                raise collective_failure
             finally:
-                self._herd_reset_counts()
-                self._synchronized = True
+                collective_failure = None
+        try:
+            report_after_failure(failure, collective_failure,
+                                 "herd.torch.DistributedOptimizer.synchronize",
+                                 "DistributedOptimizer.gradients", "submit", self.process_set)
+        finally:
+            # The tracebacks refer to this frame, and it to self: without this cycle a
+            # dropped optimizer (and its hooks) goes at once, not at the next gc.
+            failure = collective_failure = None
 
     @contextlib.contextmanager
     def skip_synchronize(self):
