@@ -20,7 +20,9 @@ How a step's gradients travel:
    whose hook has not fired (a parameter unused on this rank: its gradient
    becomes zeros, so the ranks that did use it do not wait forever), then waits
    for every reduction and writes the results back into ``p.grad``. The
-   wrapped optimizer's own step runs after that.
+   wrapped optimizer's own step runs after that. A submission there that fails on one
+   rank is followed by stand-ins that fail the other ranks' waits at once, and every rank
+   raises (docs/python.md, "Errors").
 
 What is averaged: torch adds the gradients of successive backward passes into
 ``p.grad``, and the hook reduces that sum. So with ``op=Average`` each rank ends
