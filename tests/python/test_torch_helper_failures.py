@@ -361,3 +361,38 @@ def test_optimizer_submission_failing_on_one_rank(grouped, shared_dir, rank, siz
     optimizer.step()
     assert torch.equal(used.detach(), torch.full((2,), -(size + 1) / 2, dtype=torch.float64))
     assert torch.equal(unused.detach(), torch.zeros(3, dtype=torch.float64))
+
+
+def test_optimizer_groups_over_different_parameters_on_one_rank(shared_dir, rank, size):
+    """With groups the ranks agree on the root's parameter order first; a rank whose model
+    has another parameter fails there, and every rank raises."""
+    bad = 1
+    params = [("a", torch.nn.Parameter(torch.zeros(2))), ("b", torch.nn.Parameter(torch.zeros(3)))]
+    if rank == bad:
+        params.append(("extra", torch.nn.Parameter(torch.zeros(1))))
+    records = record_failure(shared_dir, lambda: hvd.DistributedOptimizer(
+        torch.optim.SGD([p for _, p in params], lr=1.0), named_parameters=params, groups=1))
+    own = ("ValueError", "DistributedOptimizer: the ranks' trainable parameters differ (rank 0 "
+           "has 2, this rank 3; names not on rank 0: ['extra']); every rank must build the same "
+           "model")
+    check_records(records, {bad}, lambda r: own,
+                  lambda recs: "herd.torch.broadcast_object 'DistributedOptimizer.parameter_order'"
+                               f", receive: {failed_ranks_text(recs, {bad})}")
+    # The same model everywhere: one group of both, averaged exactly.
+    params = params[:2]
+    optimizer = hvd.DistributedOptimizer(torch.optim.SGD([p for _, p in params], lr=1.0),
+                                         named_parameters=params, groups=1)
+    ((rank + 1) * (params[0][1].sum() + params[1][1].sum())).backward()
+    optimizer.step()
+    for _, p in params:
+        assert torch.equal(p.detach(), torch.full(p.shape, -(size + 1) / 2))
+
+
+def test_broadcast_object_default_name_with_none_elsewhere(rank, size):
+    """The usual call: the object on the root, None elsewhere (different types, same
+    default name)."""
+    root = size - 1
+    obj = {"epoch": 7, "best": 0.25} if rank == root else None
+    assert hvd.broadcast_object(obj, root) == {"epoch": 7, "best": 0.25}
+    mixed = "text" if rank % 2 else rank
+    assert hvd.allgather_object(mixed) == ["text" if r % 2 else r for r in range(size)]

@@ -204,16 +204,17 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None, process_set=glob
 
 
 def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
-    """Returns ``root_rank``'s ``obj`` on every rank of ``process_set``. ``name`` defaults
-    to the object's type name.
+    """Returns ``root_rank``'s ``obj`` on every rank of ``process_set``. ``name`` names the
+    collectives (default ``broadcast_object``, whatever the object: the other ranks often
+    pass None).
 
     The root pickles ``obj``; an allgather of statuses tells every rank the payload's
     length, or that pickling failed; a broadcast carries the bytes; a last status exchange
     tells every rank whether each one could unpickle them. A failure on one rank raises on
     every rank: there the original exception, elsewhere ``herd.Error`` naming the rank.
     """
-    name = type(obj).__name__ if name is None else name
-    return _broadcast_object(obj, root_rank, name, process_set)
+    return _broadcast_object(obj, root_rank, "broadcast_object" if name is None else str(name),
+                             process_set)
 
 
 def _broadcast_object(obj, root_rank, name, process_set, use=None):
@@ -254,7 +255,7 @@ def _broadcast_object(obj, root_rank, name, process_set, use=None):
 
 def allgather_object(obj, name=None, process_set=global_process_set):
     """Returns the list of every rank's ``obj``, in rank order of ``process_set``. ``name``
-    defaults to the type name.
+    names the collectives (default ``allgather_object``, whatever the ranks' objects).
 
     Every rank pickles its object; an allgather of statuses carries the lengths (or that
     pickling failed), one of the bytes the payloads, and a last status exchange whether
@@ -262,7 +263,7 @@ def allgather_object(obj, name=None, process_set=global_process_set):
     the original exception, elsewhere ``herd.Error`` naming the rank.
     """
     caller = "herd.torch.allgather_object"
-    name = type(obj).__name__ if name is None else name
+    name = "allgather_object" if name is None else str(name)
     payload, error = torch.empty(0, dtype=torch.uint8), None
     try:
         payload = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8)

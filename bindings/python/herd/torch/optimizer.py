@@ -201,21 +201,26 @@ class _DistributedOptimizer:
         parameters; a list of lists makes each inner list a group, and every parameter
         not listed a group of its own. Parameter order is rank 0's (of the set), so every
         rank forms the same groups even if its parameter order differed."""
-        from herd.torch.functions import broadcast_object  # functions imports mpi_ops too
+        from herd.torch.functions import _broadcast_object  # functions imports mpi_ops too
 
         names = [self._herd_names[id(p)] for p in self._herd_params]
         root = self.process_set.ranks[0]
-        root_names = broadcast_object(names, root_rank=root,
-                                      name="DistributedOptimizer.parameter_order",
-                                      process_set=self.process_set)
-        position = {name: index for index, name in enumerate(root_names)}
-        missing = [name for name in names if name not in position]
-        if missing or len(root_names) != len(names):
-            raise ValueError(
-                f"DistributedOptimizer: the ranks' trainable parameters differ (rank {root} "
-                f"has {len(root_names)}, this rank {len(names)}; names not on rank {root}: "
-                f"{missing}); every rank must build the same model"
-            )
+
+        def check(root_names):
+            """Runs inside broadcast_object's last status exchange: a rank whose parameters
+            differ from the root's fails there, and so every rank raises."""
+            position = {name: index for index, name in enumerate(root_names)}
+            missing = [name for name in names if name not in position]
+            if missing or len(root_names) != len(names):
+                raise ValueError(
+                    f"DistributedOptimizer: the ranks' trainable parameters differ (rank {root} "
+                    f"has {len(root_names)}, this rank {len(names)}; names not on rank {root}: "
+                    f"{missing}); every rank must build the same model"
+                )
+            return position
+
+        position = _broadcast_object(names, root, "DistributedOptimizer.parameter_order",
+                                     self.process_set, use=check)
         ordered = sorted(self._herd_params, key=lambda p: position[self._herd_names[id(p)]])
         if isinstance(groups, list):
             trainable = {id(p) for p in ordered}
