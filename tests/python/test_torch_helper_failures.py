@@ -396,3 +396,47 @@ def test_broadcast_object_default_name_with_none_elsewhere(rank, size):
     assert hvd.broadcast_object(obj, root) == {"epoch": 7, "best": 0.25}
     mixed = "text" if rank % 2 else rank
     assert hvd.allgather_object(mixed) == ["text" if r % 2 else r for r in range(size)]
+
+
+def test_optimizer_sparse_submission_refused_on_one_rank(shared_dir, rank, size, monkeypatch):
+    """A sparse gradient (set by hand, so step() submits it) whose first gather is refused
+    on one rank: the stand-ins gather rows of another width, and every rank raises."""
+    bad = 0
+    weight = torch.nn.Parameter(torch.zeros(4, 2, dtype=torch.float64))
+
+    def sparse_gradient():
+        row = rank % 4
+        return torch.sparse_coo_tensor([[row]], torch.full((1, 2), float(rank + 1),
+                                                           dtype=torch.float64), (4, 2))
+
+    gathers = []
+    real_allgather_async = herd.torch.optimizer.allgather_async
+
+    def refuses_the_first(tensor, name=None, process_set=hvd.global_process_set):
+        gathers.append(name)
+        if len(gathers) == 1:
+            raise RuntimeError(f"gather of {name} refused here")
+        return real_allgather_async(tensor, name=name, process_set=process_set)
+
+    if rank == bad:
+        monkeypatch.setattr(herd.torch.optimizer, "allgather_async", refuses_the_first)
+    optimizer = hvd.DistributedOptimizer(torch.optim.SGD([weight], lr=1.0),
+                                         named_parameters=[("embedding", weight)])
+    weight.grad = sparse_gradient()
+    records = record_failure(shared_dir, optimizer.step)
+    check_records(records, {bad}, lambda r: ("RuntimeError",
+                                             "gather of embedding.indices refused here"),
+                  lambda recs: "herd.torch.DistributedOptimizer.synchronize "
+                               "'DistributedOptimizer.gradients', submit: "
+                               f"{failed_ranks_text(recs, {bad})}")
+    if rank == bad:
+        assert gathers == ["embedding.indices", "embedding.indices", "embedding.values"]
+    monkeypatch.undo()
+
+    # Without the fault: the average of the ranks' sparse gradients, applied once.
+    weight.grad = sparse_gradient()
+    optimizer.step()
+    expected = torch.zeros(4, 2, dtype=torch.float64)
+    for r in range(size):
+        expected[r % 4] -= (r + 1) / size
+    assert torch.equal(weight.detach(), expected)

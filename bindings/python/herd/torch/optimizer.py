@@ -455,8 +455,10 @@ class _DistributedOptimizer:
             collective_failure = error
         finally:
             self._herd_reset_counts()
-            self._synchronized = True
-        if failure is None and collective_failure is None:
+        # Only reduced gradients count as synchronized: after a failure the next step()
+        # reduces again.
+        self._synchronized = failure is None and collective_failure is None
+        if self._synchronized:
             return
         if failure is None and not isinstance(collective_failure, Error):
             try:
