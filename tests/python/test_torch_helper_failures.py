@@ -440,3 +440,12 @@ def test_optimizer_sparse_submission_refused_on_one_rank(shared_dir, rank, size,
     for r in range(size):
         expected[r % 4] -= (r + 1) / size
     assert torch.equal(weight.detach(), expected)
+
+
+def test_broadcast_object_from_a_root_outside_the_job(rank, size):
+    """No rank pickles (none is the root), and the broadcast refuses the root on every
+    rank at the call."""
+    with watchdog(), pytest.raises(herd.Error, match=f"root {size + 1} is not a rank of this "
+                                                     f"job \\(size {size}\\)"):
+        hvd.broadcast_object({"rank": rank}, root_rank=size + 1, name="nowhere")
+    assert hvd.broadcast_object({"rank": rank}, root_rank=0, name="nowhere") == {"rank": 0}
