@@ -449,3 +449,36 @@ def test_broadcast_object_from_a_root_outside_the_job(rank, size):
                                                      f"job \\(size {size}\\)"):
         hvd.broadcast_object({"rank": rank}, root_rank=size + 1, name="nowhere")
     assert hvd.broadcast_object({"rank": rank}, root_rank=0, name="nowhere") == {"rank": 0}
+
+
+def outside_the_set():
+    """What rank 0 records: it makes no call (record_failure wants one that raises)."""
+    raise LookupError("not a member")
+
+
+def test_allgather_object_in_a_process_set_names_global_ranks(shared_dir, rank, size):
+    """In a set of the ranks but 0, the failing member is named by its global rank; rank 0,
+    outside the set, takes no part."""
+    members = list(range(1, size))
+    bad = size - 1
+    subset = hvd.add_process_set(members)
+    try:
+        if rank in members:
+            obj = threading.Lock() if rank == bad else rank
+            records = record_failure(
+                shared_dir, lambda: hvd.allgather_object(obj, name="set", process_set=subset))
+        else:
+            records = record_failure(shared_dir, outside_the_set)
+        lock_failure = pickle_failure(threading.Lock())
+        for r in members:
+            seen = records[r]
+            if r == bad:
+                assert (seen["type"], seen["message"]) == lock_failure, seen
+            else:
+                assert seen["is_herd_error"] and seen["message"] == (
+                    f"herd.torch.allgather_object 'set', pickle: rank {bad} failed: "
+                    f"{lock_failure[0]}: {lock_failure[1]}"), seen
+        if rank in members:
+            assert hvd.allgather_object(rank, name="set", process_set=subset) == members
+    finally:
+        hvd.remove_process_set(subset)
