@@ -363,6 +363,35 @@ def test_optimizer_submission_failing_on_one_rank(grouped, shared_dir, rank, siz
     assert torch.equal(unused.detach(), torch.zeros(3, dtype=torch.float64))
 
 
+@pytest.mark.parametrize("grouped", [False, True], ids=["alone", "grouped"])
+def test_optimizer_submission_failing_in_a_hook_on_one_rank(grouped, shared_dir, rank, size):
+    """The 3-element parameter's gradient is ready during backward, where its hook's
+    compression fails on one rank: backward completes there, and step() raises on every
+    rank."""
+    bad = 0
+    first = torch.nn.Parameter(torch.zeros(2, dtype=torch.float64))
+    second = torch.nn.Parameter(torch.zeros(3, dtype=torch.float64))
+    named = [("first", first), ("second", second)]
+    optimizer = hvd.DistributedOptimizer(
+        torch.optim.SGD([first, second], lr=1.0), named_parameters=named,
+        compression=CodecMissingOn(bad), groups=[[first, second]] if grouped else None)
+    ((rank + 1) * (first.sum() + second.sum())).backward()  # raises on no rank
+    records = record_failure(shared_dir, optimizer.step)
+    check_records(records, {bad},
+                  lambda r: ("RuntimeError", "no codec for 3-element gradients here"),
+                  lambda recs: "herd.torch.DistributedOptimizer.synchronize "
+                               "'DistributedOptimizer.gradients', submit: "
+                               f"{failed_ranks_text(recs, {bad})}")
+    # The same optimizer, the fault gone: the next step reduces exactly.
+    optimizer._compression = CodecMissingOn(size)
+    first.grad, second.grad = None, None
+    ((rank + 1) * (first.sum() + second.sum())).backward()
+    optimizer.step()
+    for p in (first, second):
+        assert torch.equal(p.detach(), torch.full(p.shape, -(size + 1) / 2,
+                                                  dtype=torch.float64))
+
+
 def test_optimizer_groups_over_different_parameters_on_one_rank(shared_dir, rank, size):
     """With groups the ranks agree on the root's parameter order first; a rank whose model
     has another parameter fails there, and every rank raises."""

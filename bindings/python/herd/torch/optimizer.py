@@ -20,9 +20,10 @@ How a step's gradients travel:
    whose hook has not fired (a parameter unused on this rank: its gradient
    becomes zeros, so the ranks that did use it do not wait forever), then waits
    for every reduction and writes the results back into ``p.grad``. The
-   wrapped optimizer's own step runs after that. A submission there that fails on one
-   rank is followed by stand-ins that fail the other ranks' waits at once, and every rank
-   raises (docs/python.md, "Errors").
+   wrapped optimizer's own step runs after that. A submission that fails on one rank
+   (there, or in a hook, which keeps the failure for ``synchronize``) is followed by
+   stand-ins that fail the other ranks' waits at once, and every rank raises
+   (docs/python.md, "Errors").
 
 What is averaged: torch adds the gradients of successive backward passes into
 ``p.grad``, and the hook reduces that sum. So with ``op=Average`` each rank ends
@@ -195,6 +196,7 @@ class _DistributedOptimizer:
         self._herd_submitted = set()  # ids of parameters whose reduction has started
         self._herd_pending = []       # functions that wait for a reduction and write it back
         self._herd_any_pass = False   # a hook fired since the last synchronize
+        self._herd_hook_failure = None  # the first submission a hook failed, for synchronize
 
     def _herd_form_groups(self, groups):
         """Fixes the groups: ``groups=k`` splits the parameters into k runs of consecutive
@@ -262,13 +264,19 @@ class _DistributedOptimizer:
         self._herd_passes_left[key] -= 1
         if self._herd_passes_left[key] > 0:
             return
-        if self._herd_groups:
-            index = self._herd_group_of[key]
-            self._herd_group_ready[index] += 1
-            if self._herd_group_ready[index] == len(self._herd_groups[index]):
-                self._herd_submit_group(index)
-        else:
-            self._herd_submit_one(p)
+        try:
+            if self._herd_groups:
+                index = self._herd_group_of[key]
+                self._herd_group_ready[index] += 1
+                if self._herd_group_ready[index] == len(self._herd_groups[index]):
+                    self._herd_submit_group(index)
+            else:
+                self._herd_submit_one(p)
+        except Exception as error:  # noqa: BLE001 -- synchronize raises it on every rank
+            # Raised here it would end this rank's backward while the others wait in step()
+            # for reductions it never submits; synchronize raises it after telling them.
+            if self._herd_hook_failure is None:
+                self._herd_hook_failure = error
 
     def _herd_scales(self):
         """(prescale, postscale): Average's division by the set's size happens in herd,
@@ -429,8 +437,8 @@ class _DistributedOptimizer:
         ``p.grad``. Parameters whose hook has not fired are submitted first (with zeros
         where ``p.grad`` is None), so every rank submits every name.
 
-        A submission that fails on this rank (in Python, or refused by herd at the call)
-        is followed by stand-ins for every reduction not submitted yet: the other ranks'
+        A submission that fails on this rank (in Python, or refused by herd at the call;
+        here, or in a gradient hook during backward) is followed by stand-ins for every reduction not submitted yet: the other ranks'
         waits for them fail at once, and every rank that saw a failure exchanges which ranks
         failed in Python. That rank raises its own exception, the others herd.Error naming
         it and its error; a disagreement seen by every rank alone raises herd.Error as it
@@ -438,13 +446,15 @@ class _DistributedOptimizer:
         if not self._herd_hooked:
             self._synchronized = True
             return
-        failure = None
-        try:
-            for p in self._herd_params:
-                if id(p) not in self._herd_submitted:
-                    self._herd_submit_unit(p)
-        except Exception as error:  # noqa: BLE001 -- raised after the exchange below
-            failure = error
+        failure = self._herd_hook_failure
+        if failure is None:
+            try:
+                for p in self._herd_params:
+                    if id(p) not in self._herd_submitted:
+                        self._herd_submit_unit(p)
+            except Exception as error:  # noqa: BLE001 -- raised after the exchange below
+                failure = error
+        if failure is not None:
             self._herd_submit_stand_ins()
         collective_failure = None
         try:
