@@ -511,3 +511,19 @@ def test_allgather_object_in_a_process_set_names_global_ranks(shared_dir, rank, 
             assert hvd.allgather_object(rank, name="set", process_set=subset) == members
     finally:
         hvd.remove_process_set(subset)
+
+
+def test_optimizer_gradient_of_another_shape_on_one_rank(shared_dir, rank, size):
+    """One rank's parameter, so its gradient, has another shape (torch refuses a gradient
+    of another shape than its parameter's): herd's negotiation fails the reduction on every
+    rank alike, the status exchange that follows finds no Python failure, and every rank
+    raises that disagreement as it is."""
+    bad = size - 1
+    weight = torch.nn.Parameter(torch.zeros(3 if rank == bad else 2, dtype=torch.float64))
+    optimizer = hvd.DistributedOptimizer(torch.optim.SGD([weight], lr=1.0),
+                                         named_parameters=[("w", weight)])
+    weight.sum().backward()
+    records = record_failure(shared_dir, optimizer.step)
+    shapes = ", ".join(f"rank {r} [{3 if r == bad else 2}]" for r in range(size))
+    check_records(records, set(), None,
+                  lambda recs: f"allreduce 'allreduce.w': shape mismatch: {shapes}")
