@@ -130,14 +130,12 @@ def test_broadcast_object_that_does_not_pickle_raises_on_every_rank(kind, shared
     root = size - 1
     obj = UNPICKLABLE[kind]() if rank == root else None
     records = record_failure(shared_dir, lambda: hvd.broadcast_object(obj, root, name="cfg"))
-    expected_own = pickle_failure(obj) if rank == root else None
-    if rank == root:
-        assert (records[root]["type"], records[root]["message"]) == expected_own
+    if rank == root:  # its error is plain pickle's for the same object (a lambda's names
+        # its address, so only the root can compute it; the others compare with its record)
+        assert (records[root]["type"], records[root]["message"]) == pickle_failure(obj)
     check_records(records, {root}, lambda r: (records[r]["type"], records[r]["message"]),
                   lambda recs: f"herd.torch.broadcast_object 'cfg', pickle: "
                                f"{failed_ranks_text(recs, {root})}")
-    # The root's error is pickle's own, as every rank can see: its type and text.
-    assert records[root]["type"] in ("PicklingError", "TypeError", "AttributeError")
     # The same call with a picklable object: the root's value on every rank.
     good = {"weights": [rank, 2 * rank], "rule": "x + 1"}
     assert hvd.broadcast_object(good, root, name="cfg") == {"weights": [root, 2 * root],
