@@ -20,7 +20,10 @@ How a step's gradients travel:
    whose hook has not fired (a parameter unused on this rank: its gradient
    becomes zeros, so the ranks that did use it do not wait forever), then waits
    for every reduction and writes the results back into ``p.grad``. The
-   wrapped optimizer's own step runs after that.
+   wrapped optimizer's own step runs after that. A submission that fails on one rank
+   (there, or in a hook, which keeps the failure for ``synchronize``) is followed by
+   stand-ins that fail the other ranks' waits at once, and every rank raises
+   (docs/python.md, "Errors").
 
 What is averaged: torch adds the gradients of successive backward passes into
 ``p.grad``, and the hook reduces that sum. So with ``op=Average`` each rank ends
@@ -45,9 +48,11 @@ import weakref
 
 import torch
 
+from herd._native import Error
 from herd.handles import wait_all
 from herd.process_sets import ProcessSet, global_process_set
 from herd.reduce_ops import Adasum, Average, Sum
+from herd.torch.agreement import report_after_failure
 from herd.torch.compression import Compression
 from herd.torch.mpi_ops import (
     allgather_async,
@@ -119,6 +124,12 @@ def _parameter_names(param_groups, named_parameters):
     return names
 
 
+# The prescale of a stand-in reduction (see synchronize). A real one is 1 / f for a finite
+# predivide factor f, never 0, so the ranks' prescales disagree and the reduction fails
+# on every rank of the set.
+_STAND_IN_PRESCALE = 0.0
+
+
 def _make_hook(optimizer_ref, parameter):
     """The AccumulateGrad hook. It holds the optimizer weakly, so an optimizer the
     program dropped neither stays alive through autograd nor reacts to later passes."""
@@ -185,27 +196,33 @@ class _DistributedOptimizer:
         self._herd_submitted = set()  # ids of parameters whose reduction has started
         self._herd_pending = []       # functions that wait for a reduction and write it back
         self._herd_any_pass = False   # a hook fired since the last synchronize
+        self._herd_hook_failure = None  # the first submission a hook failed, for synchronize
 
     def _herd_form_groups(self, groups):
         """Fixes the groups: ``groups=k`` splits the parameters into k runs of consecutive
         parameters; a list of lists makes each inner list a group, and every parameter
         not listed a group of its own. Parameter order is rank 0's (of the set), so every
         rank forms the same groups even if its parameter order differed."""
-        from herd.torch.functions import broadcast_object  # functions imports mpi_ops too
+        from herd.torch.functions import _broadcast_object  # functions imports mpi_ops too
 
         names = [self._herd_names[id(p)] for p in self._herd_params]
         root = self.process_set.ranks[0]
-        root_names = broadcast_object(names, root_rank=root,
-                                      name="DistributedOptimizer.parameter_order",
-                                      process_set=self.process_set)
-        position = {name: index for index, name in enumerate(root_names)}
-        missing = [name for name in names if name not in position]
-        if missing or len(root_names) != len(names):
-            raise ValueError(
-                f"DistributedOptimizer: the ranks' trainable parameters differ (rank {root} "
-                f"has {len(root_names)}, this rank {len(names)}; names not on rank {root}: "
-                f"{missing}); every rank must build the same model"
-            )
+
+        def check(root_names):
+            """Runs inside broadcast_object's last status exchange: a rank whose parameters
+            differ from the root's fails there, and so every rank raises."""
+            position = {name: index for index, name in enumerate(root_names)}
+            missing = [name for name in names if name not in position]
+            if missing or len(root_names) != len(names):
+                raise ValueError(
+                    f"DistributedOptimizer: the ranks' trainable parameters differ (rank {root} "
+                    f"has {len(root_names)}, this rank {len(names)}; names not on rank {root}: "
+                    f"{missing}); every rank must build the same model"
+                )
+            return position
+
+        position = _broadcast_object(names, root, "DistributedOptimizer.parameter_order",
+                                     self.process_set, use=check)
         ordered = sorted(self._herd_params, key=lambda p: position[self._herd_names[id(p)]])
         if isinstance(groups, list):
             trainable = {id(p) for p in ordered}
@@ -247,13 +264,19 @@ class _DistributedOptimizer:
         self._herd_passes_left[key] -= 1
         if self._herd_passes_left[key] > 0:
             return
-        if self._herd_groups:
-            index = self._herd_group_of[key]
-            self._herd_group_ready[index] += 1
-            if self._herd_group_ready[index] == len(self._herd_groups[index]):
-                self._herd_submit_group(index)
-        else:
-            self._herd_submit_one(p)
+        try:
+            if self._herd_groups:
+                index = self._herd_group_of[key]
+                self._herd_group_ready[index] += 1
+                if self._herd_group_ready[index] == len(self._herd_groups[index]):
+                    self._herd_submit_group(index)
+            else:
+                self._herd_submit_one(p)
+        except Exception as error:  # noqa: BLE001 -- synchronize raises it on every rank
+            # Raised here it would end this rank's backward while the others wait in step()
+            # for reductions it never submits; synchronize raises it after telling them.
+            if self._herd_hook_failure is None:
+                self._herd_hook_failure = error
 
     def _herd_scales(self):
         """(prescale, postscale): Average's division by the set's size happens in herd,
@@ -278,98 +301,188 @@ class _DistributedOptimizer:
             return grad.to_dense()
         return grad if grad.is_contiguous() else grad.contiguous()
 
-    def _herd_submit_one(self, p):
-        self._herd_submitted.add(id(p))
+    def _herd_stand_in(self, p):
+        """Zeros shaped as ``p``'s reduction on the wire (``p``'s dtype when the compression
+        fails on them too)."""
+        zeros = torch.zeros_like(p, memory_format=torch.contiguous_format)
+        try:
+            return self._compression.compress(zeros)[0]
+        except Exception:  # noqa: BLE001 -- any other dtype disagrees as well
+            return zeros
+
+    def _herd_submit_one(self, p, stand_in=False):
         name = self._herd_names[id(p)]  # mpi_ops submits it as "allreduce.<name>"
         if p.grad is not None and p.grad.is_sparse and not self.sparse_as_dense:
-            self._herd_pending.append(self._herd_submit_sparse(p, name))
+            self._herd_pending.append(self._herd_submit_sparse(p, name, stand_in))
+            self._herd_submitted.add(id(p))
             return
-        wire, context = self._compression.compress(self._herd_dense_gradient(p, False))
         prescale, postscale = self._herd_scales()
+        if stand_in:
+            wire, context, prescale = self._herd_stand_in(p), None, _STAND_IN_PRESCALE
+        else:
+            wire, context = self._compression.compress(self._herd_dense_gradient(p, False))
         handle = allreduce_async_(wire, name=name, op=self.op, prescale_factor=prescale,
                                   postscale_factor=postscale, process_set=self.process_set)
+        self._herd_submitted.add(id(p))
 
         def finish():
-            _write_back(p, self._compression.decompress(synchronize(handle), context))
+            reduced = synchronize(handle)
+            if not stand_in:
+                _write_back(p, self._compression.decompress(reduced, context))
 
         self._herd_pending.append(finish)
 
-    def _herd_submit_sparse(self, p, name):
+    def _herd_submit_sparse(self, p, name, stand_in=False):
         """Reduces a sparse gradient as Horovod does: every rank's (index, value) pairs are
         gathered; duplicate indices add up when the optimizer applies the gradient.
-        Returns the function that waits and writes the result back."""
-        if self.op not in (Average, Sum):
-            raise ValueError(
-                f"DistributedOptimizer: sparse gradients reduce with Average or Sum only, not "
-                f"{self.op!r}; pass sparse_as_dense=True"
-            )
-        grad = p.grad.coalesce()
-        # allgather concatenates along dimension 0: one row per nonzero.
-        indices_handle = allgather_async(grad.indices().t().contiguous(),
-                                         name=name + ".indices", process_set=self.process_set)
-        values_handle = allgather_async(grad.values().contiguous(), name=name + ".values",
+        Returns the function that waits and writes the result back. A stand-in gathers
+        rows one column wider than any rank's, which the ranks disagree on."""
+        if stand_in:
+            grad = p.grad
+            indices = torch.zeros(0, grad.sparse_dim() + 1, dtype=torch.int64)
+            values = torch.zeros((0,) + tuple(grad.shape[grad.sparse_dim():]) + (1,),
+                                 dtype=grad.dtype)
+        else:
+            if self.op not in (Average, Sum):
+                raise ValueError(
+                    f"DistributedOptimizer: sparse gradients reduce with Average or Sum only, "
+                    f"not {self.op!r}; pass sparse_as_dense=True"
+                )
+            grad = p.grad.coalesce()
+            # allgather concatenates along dimension 0: one row per nonzero.
+            indices = grad.indices().t().contiguous()
+            values = grad.values().contiguous()
+        indices_handle = allgather_async(indices, name=name + ".indices",
+                                         process_set=self.process_set)
+        values_handle = allgather_async(values, name=name + ".values",
                                         process_set=self.process_set)
         average = self.op == Average
         members = self.process_set.size()
 
         def finish():
-            indices = synchronize(indices_handle)
-            values = synchronize(values_handle)
+            try:
+                gathered_indices = synchronize(indices_handle)
+            finally:
+                gathered_values = synchronize(values_handle)
+            if stand_in:
+                return
             if average:
-                values = values / members
-            _write_back(p, torch.sparse_coo_tensor(indices.t(), values, grad.shape))
+                gathered_values = gathered_values / members
+            _write_back(p, torch.sparse_coo_tensor(gathered_indices.t(), gathered_values,
+                                                   grad.shape))
 
         return finish
 
-    def _herd_submit_group(self, index):
+    def _herd_submit_group(self, index, stand_in=False):
         """One grouped allreduce per dtype among the group's (compressed) gradients, since
-        a grouped allreduce carries a single dtype."""
+        a grouped allreduce carries a single dtype. A stand-in submits each of them even
+        when another fails (one already submitted is refused as still pending)."""
         members = self._herd_groups[index]
-        self._herd_submitted.update(id(p) for p in members)
-        compressed = [self._compression.compress(self._herd_dense_gradient(p, True))
-                      for p in members]
+        if stand_in:
+            compressed = [(self._herd_stand_in(p), None) for p in members]
+        else:
+            compressed = [self._compression.compress(self._herd_dense_gradient(p, True))
+                          for p in members]
         by_dtype = collections.OrderedDict()
         for position, (wire, _) in enumerate(compressed):
             by_dtype.setdefault(wire.dtype, []).append(position)
         base = self._herd_names[id(members[0])]  # submitted as "grouped_allreduce.<base>.<i>"
         prescale, postscale = self._herd_scales()
+        if stand_in:
+            prescale = _STAND_IN_PRESCALE
         for dtype, positions in by_dtype.items():
             name = base if len(by_dtype) == 1 else f"{base}.{str(dtype).replace('torch.', '')}"
-            handle = grouped_allreduce_async_([compressed[i][0] for i in positions], name=name,
-                                              op=self.op, prescale_factor=prescale,
-                                              postscale_factor=postscale,
-                                              process_set=self.process_set)
+            try:
+                handle = grouped_allreduce_async_([compressed[i][0] for i in positions],
+                                                  name=name, op=self.op,
+                                                  prescale_factor=prescale,
+                                                  postscale_factor=postscale,
+                                                  process_set=self.process_set)
+            except Exception:
+                if stand_in:
+                    continue
+                raise
 
             def finish(handle=handle, positions=positions):
-                for i, reduced in zip(positions, synchronize(handle)):
+                reduced_tensors = synchronize(handle)
+                if stand_in:
+                    return
+                for i, reduced in zip(positions, reduced_tensors):
                     _write_back(members[i], self._compression.decompress(reduced,
                                                                          compressed[i][1]))
 
             self._herd_pending.append(finish)
+        self._herd_submitted.update(id(p) for p in members)
+
+    def _herd_submit_unit(self, p, stand_in=False):
+        """Submits ``p``'s reduction: its group's, or its own."""
+        if self._herd_groups:
+            self._herd_submit_group(self._herd_group_of[id(p)], stand_in)
+        else:
+            self._herd_submit_one(p, stand_in)
+
+    def _herd_submit_stand_ins(self):
+        """After a submission failed on this rank: a stand-in for every reduction not
+        submitted, under the same name but with a prescale no rank uses, so every rank's
+        wait for it ends with a disagreement instead of lasting for ever."""
+        for p in self._herd_params:
+            if id(p) not in self._herd_submitted:
+                try:
+                    self._herd_submit_unit(p, stand_in=True)
+                except Exception:  # noqa: BLE001 -- that name is left to the stall check
+                    self._herd_submitted.add(id(p))
 
     def synchronize(self):
         """Waits for every gradient reduction of this step and writes the results into
         ``p.grad``. Parameters whose hook has not fired are submitted first (with zeros
-        where ``p.grad`` is None), so every rank submits every name."""
+        where ``p.grad`` is None), so every rank submits every name.
+
+        A submission that fails on this rank (in Python, or refused by herd at the call;
+        here, or in a gradient hook during backward) is followed by stand-ins for every reduction not submitted yet: the other ranks'
+        waits for them fail at once, and every rank that saw a failure exchanges which ranks
+        failed in Python. That rank raises its own exception, the others herd.Error naming
+        it and its error; a disagreement seen by every rank alone raises herd.Error as it
+        is."""
         if not self._herd_hooked:
             self._synchronized = True
             return
-        try:
-            for p in self._herd_params:
-                if id(p) in self._herd_submitted:
-                    continue
-                if self._herd_groups:
-                    self._herd_submit_group(self._herd_group_of[id(p)])
-                else:
-                    self._herd_submit_one(p)
-        finally:
-            # Wait for everything submitted even if a submission failed, so no reduction
-            # still writes into a gradient after this returns.
+        failure = self._herd_hook_failure
+        if failure is None:
             try:
-                wait_all(self._herd_pending)
+                for p in self._herd_params:
+                    if id(p) not in self._herd_submitted:
+                        self._herd_submit_unit(p)
+            except Exception as error:  # noqa: BLE001 -- raised after the exchange below
+                failure = error
+        if failure is not None:
+            self._herd_submit_stand_ins()
+        collective_failure = None
+        try:
+            # Wait for everything submitted even after a failure, so no reduction still
+            # writes into a gradient after this returns.
+            wait_all(self._herd_pending)
+        except Exception as error:  # noqa: BLE001 -- raised below
+            collective_failure = error
+        finally:
+            self._herd_reset_counts()
+        # Only reduced gradients count as synchronized: after a failure the next step()
+        # reduces again.
+        self._synchronized = failure is None and collective_failure is None
+        if self._synchronized:
+            return
+        if failure is None and not isinstance(collective_failure, Error):
+            try:
+                raise collective_failure
             finally:
-                self._herd_reset_counts()
-                self._synchronized = True
+                collective_failure = None
+        try:
+            report_after_failure(failure, collective_failure,
+                                 "herd.torch.DistributedOptimizer.synchronize",
+                                 "DistributedOptimizer.gradients", "submit", self.process_set)
+        finally:
+            # The tracebacks refer to this frame, and it to self: without this cycle a
+            # dropped optimizer (and its hooks) goes at once, not at the next gc.
+            failure = collective_failure = None
 
     @contextlib.contextmanager
     def skip_synchronize(self):
