@@ -111,9 +111,21 @@ std::vector<SettingDoc> setting_docs();
 struct AgreedSetting {
   const char* variable;
   int64_t value;
+  // Any such integer of this setting as the variable spells it: "auto" for
+  // the -1 that stands for auto, "NCCL" for an enumerator, digits otherwise.
+  std::string (*text)(int64_t value);
 };
 
 // The settings with compared_across_ranks, in the table's order.
 std::vector<AgreedSetting> settings_that_must_agree(const Config& config);
+
+// The names of the HERD_* variables set in the process environment.
+std::vector<std::string> herd_variables_in_environment();
+
+// One message per name in `names` that is neither a setting nor a HERD_*
+// variable read by herd's scripts and herd-train, naming the known variable
+// closest to it by edit distance, e.g. "HERD_FUSION_THRESOLD is not a herd
+// setting and is ignored; did you mean HERD_FUSION_THRESHOLD?".
+std::vector<std::string> unknown_variable_warnings(const std::vector<std::string>& names);
 
 }  // namespace herd::detail
