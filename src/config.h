@@ -1,8 +1,11 @@
 // Config: every HERD_* setting, read from the environment in one place.
 //
-// read_config() is the only code in herd that looks at environment variables;
-// herd::init calls it once, before MPI starts, so a bad value fails init with
-// a message naming the variable and the value. Each setting is declared once
+// read_config() is the only code in herd that reads setting values from the
+// environment (herd_variables_in_environment lists the HERD_* names, for the
+// unknown-variable warning); herd::init calls it once, before MPI starts, and
+// once MPI runs the ranks exchange its result, so a bad value on any rank
+// fails init on every rank with a message naming the rank, the variable and
+// the value. Each setting is declared once
 // in a table (config.cc) with its variable, default and documentation, which
 // docs/configuration.md mirrors.
 #pragma once
