@@ -173,16 +173,16 @@ std::unique_ptr<Runtime> Runtime::start(const Config& config, const Status& conf
   logging::set_level(config.log_level);
   warn_once(config_warnings);
 
-  std::string problem;
-  if (!config_read.is_ok()) {
-    problem = config_read.message();
-  } else if (provided < MPI_THREAD_MULTIPLE) {
-    problem = fmt::format(
+  std::vector<std::string> problems;
+  if (!config_read.is_ok()) problems.push_back(config_read.message());
+  if (provided < MPI_THREAD_MULTIPLE) {
+    problems.push_back(fmt::format(
         "MPI provides {}, but herd's background thread calls MPI while the program runs: "
         "initialize MPI with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...) or let herd::init do "
         "it",
-        thread_level_name(provided));
+        thread_level_name(provided)));
   }
+  const std::string problem = fmt::format("{}", fmt::join(problems, "; "));
   // ~Runtime finalizes MPI if herd started it.
   fail_if_any_rank_has_a_problem(problem, runtime->size_);
   check_settings_agree(config, runtime->size_);
