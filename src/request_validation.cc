@@ -32,7 +32,11 @@ Status resolve_alltoall_splits(const std::string& name, const TensorView& input,
       return Status::error(fmt::format("alltoall '{}': splits [{}] hold a negative count", name,
                                        fmt::join(*splits, ",")));
     }
-    sum += split;
+    if (__builtin_add_overflow(sum, split, &sum)) {
+      // Wrapped around, the sum could equal the first dimension again.
+      return Status::error(fmt::format("alltoall '{}': splits [{}] sum to more than 2^63-1", name,
+                                       fmt::join(*splits, ",")));
+    }
   }
   if (sum != rows) {
     return Status::error(
