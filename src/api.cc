@@ -50,9 +50,12 @@ void init() {
   std::unique_lock<std::shared_mutex> lock(g_runtime_mutex);
   if (g_runtime) throw Error("herd::init: herd is already initialized");
   detail::Config config;
+  // A bad value does not throw here: every rank must fail, not this one
+  // alone, so Runtime::start exchanges the ranks' results once MPI runs
+  // (config keeps its defaults meanwhile).
   const Status read = detail::read_config(detail::process_environment(), &config);
-  if (!read.is_ok()) throw Error("herd::init: " + read.message());
-  g_runtime = detail::Runtime::start(config);
+  g_runtime = detail::Runtime::start(
+      config, read, detail::unknown_variable_warnings(detail::herd_variables_in_environment()));
   g_was_shut_down = false;
 }
 

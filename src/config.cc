@@ -18,6 +18,8 @@
 #include <string_view>
 #include <system_error>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 namespace herd::detail {
@@ -98,6 +100,23 @@ using Parser = Status (*)(const char* variable, std::string_view text, Config* c
 using AgreedValue = int64_t (*)(const Config& config);
 // The column's value for settings the ranks may give different values.
 constexpr AgreedValue kMayDiffer = nullptr;
+// An agreed integer as the variable spells it (AgreedSetting::text).
+using ValueText = std::string (*)(int64_t value);
+
+std::string decimal_text(int64_t value) { return std::to_string(value); }
+
+// The settings whose "auto" is stored as -1 (parse_auto_or_bytes).
+std::string auto_or_decimal_text(int64_t value) {
+  return value == -1 ? std::string("auto") : std::to_string(value);
+}
+
+std::string gpu_allreduce_text(int64_t value) {
+  switch (static_cast<GpuAllreduce>(value)) {
+    case GpuAllreduce::kNccl: return "NCCL";
+    case GpuAllreduce::kMpi: return "MPI";
+  }
+  return fmt::format("GpuAllreduce({})", value);
+}
 
 struct Setting {
   const char* variable;
@@ -105,6 +124,7 @@ struct Setting {
   const char* description;
   Parser parse;
   AgreedValue agreed;
+  ValueText text = &decimal_text;  // of agreed settings
 };
 
 constexpr int64_t kMaxCacheCapacity = int64_t{1} << 20;
@@ -212,7 +232,7 @@ const std::array<Setting, 17> kSettings = {{
      "ring; 0 always uses the ring; auto: 64 KiB up to 8 ranks, growing with "
      "the number of ranks to 4 MiB from 513 on (docs/performance.md).",
      &parse_auto_or_bytes<&Config::small_allreduce_bytes>,
-     &field_value<&Config::small_allreduce_bytes>},
+     &field_value<&Config::small_allreduce_bytes>, &auto_or_decimal_text},
     {"HERD_EAGER_PIECE_BYTES", "auto",
      "A message longer than this many bytes but at most twice as long is sent "
      "as two MPI messages (pieces) of at most this size, which MPI sends "
@@ -225,8 +245,8 @@ const std::array<Setting, 17> kSettings = {{
      "CPU allreduces of at most this many bytes run through memory shared by "
      "the ranks instead of over MPI, when every rank of the process set is on "
      "one machine; 0 never; auto: any size.",
-     &parse_auto_or_bytes<&Config::shm_allreduce_bytes>,
-     &field_value<&Config::shm_allreduce_bytes>},
+     &parse_auto_or_bytes<&Config::shm_allreduce_bytes>, &field_value<&Config::shm_allreduce_bytes>,
+     &auto_or_decimal_text},
     {"HERD_STALL_CHECK_TIME", "60",
      "Seconds a tensor may wait for other ranks before herd logs a warning "
      "naming it and the ranks that have not submitted it; 0 turns the check off. "
@@ -291,7 +311,8 @@ const std::array<Setting, 17> kSettings = {{
        }
        return Status::ok();
      },
-     [](const Config& config) { return static_cast<int64_t>(config.gpu_allreduce); }},
+     [](const Config& config) { return static_cast<int64_t>(config.gpu_allreduce); },
+     &gpu_allreduce_text},
     {"HERD_HIERARCHICAL_ALLREDUCE", "0",
      "1: GPU allreduces run as an NCCL reduce-scatter among the ranks of each "
      "node, an MPI ring allreduce across nodes on each rank's part, and an NCCL "
@@ -326,6 +347,74 @@ const std::array<Setting, 17> kSettings = {{
      },
      &field_value<&Config::gpu_staging_bytes>},
 }};
+
+// HERD_* variables that are not settings: herd's scripts (scripts/,
+// benchmarks/gpu/device_check.sh, setup.py) and herd-train (one per option,
+// examples/herd_train/train_options.h) read them, and they reach herd::init
+// through the environment of the processes those start. Known, so that they
+// draw no warning; candidates for "did you mean" like the settings.
+constexpr std::array<const char*, 39> kToolVariables = {{
+    // scripts/ and setup.py
+    "HERD_BUILD_DIR",
+    "HERD_CMAKE_ARGS",
+    "HERD_DEMO_RANKS",
+    "HERD_ROOT",
+    "HERD_SCRIPT",
+    "HERD_TRAIN_RANKS",
+    "HERD_VENV",
+    // benchmarks/gpu/device_check.sh
+    "HERD_CHECK_BUDGET_S",
+    "HERD_CHECK_BUILD_DIR",
+    "HERD_CHECK_BUILD_LIMIT_S",
+    "HERD_CHECK_FORCE_DEBS",
+    "HERD_CHECK_JOBS",
+    "HERD_CHECK_KEEP_BUILD",
+    "HERD_CHECK_PREFIX",
+    "HERD_CHECK_TARGETS",
+    // tests/scripts/test_script_help.py
+    "HERD_TEST_CALLS",
+    // herd-train's options
+    "HERD_BATCH_SIZE",
+    "HERD_CHECKPOINT",
+    "HERD_COMMUNICATION",
+    "HERD_DATA_DIR",
+    "HERD_DATA_THREADS",
+    "HERD_EPOCHS",
+    "HERD_GRADIENT_ACCUMULATION",
+    "HERD_HIDDEN",
+    "HERD_KVSTORE",
+    "HERD_LEARNING_RATE",
+    "HERD_LR_SCHEDULE",
+    "HERD_LR_STEP_EPOCHS",
+    "HERD_LR_STEP_GAMMA",
+    "HERD_MAX_STEPS_PER_EPOCH",
+    "HERD_MOMENTUM",
+    "HERD_OPTIMIZER",
+    "HERD_PRINT_CHECKSUM",
+    "HERD_QUIET",
+    "HERD_RESUME",
+    "HERD_SCALE_LR",
+    "HERD_SEED",
+    "HERD_WARMUP_EPOCHS",
+    "HERD_WEIGHT_DECAY",
+}};
+
+// Levenshtein distance: single-character insertions, deletions and
+// substitutions that turn `a` into `b`.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> previous(b.size() + 1);
+  std::vector<std::size_t> current(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) previous[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    current[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t substitution = previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      current[j] = std::min({previous[j] + 1, current[j - 1] + 1, substitution});
+    }
+    std::swap(previous, current);
+  }
+  return previous[b.size()];
+}
 
 }  // namespace
 
@@ -365,10 +454,47 @@ std::vector<SettingDoc> setting_docs() {
   return docs;
 }
 
+std::vector<std::string> herd_variables_in_environment() {
+  // Like process_environment, read on the thread calling herd::init before
+  // any thread of herd's exists.
+  std::vector<std::string> names;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    const std::string_view assignment(*entry);
+    if (assignment.rfind("HERD_", 0) != 0) continue;
+    names.emplace_back(assignment.substr(0, assignment.find('=')));
+  }
+  return names;
+}
+
+std::vector<std::string> unknown_variable_warnings(const std::vector<std::string>& names) {
+  std::vector<std::string_view> known;
+  for (const Setting& setting : kSettings) known.emplace_back(setting.variable);
+  known.insert(known.end(), kToolVariables.begin(), kToolVariables.end());
+  std::vector<std::string> warnings;
+  for (const std::string& name : names) {
+    if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+    // Ties go to the earlier name: the settings, in the table's order, first.
+    std::string_view closest = known.front();
+    std::size_t closest_distance = edit_distance(name, closest);
+    for (std::string_view candidate : known) {
+      const std::size_t distance = edit_distance(name, candidate);
+      if (distance < closest_distance) {
+        closest = candidate;
+        closest_distance = distance;
+      }
+    }
+    warnings.push_back(
+        fmt::format("{} is not a herd setting and is ignored; did you mean {}?", name, closest));
+  }
+  return warnings;
+}
+
 std::vector<AgreedSetting> settings_that_must_agree(const Config& config) {
   std::vector<AgreedSetting> agreed;
   for (const Setting& setting : kSettings) {
-    if (setting.agreed != kMayDiffer) agreed.push_back({setting.variable, setting.agreed(config)});
+    if (setting.agreed != kMayDiffer) {
+      agreed.push_back({setting.variable, setting.agreed(config), setting.text});
+    }
   }
   return agreed;
 }

@@ -1,8 +1,11 @@
 // Config: every HERD_* setting, read from the environment in one place.
 //
-// read_config() is the only code in herd that looks at environment variables;
-// herd::init calls it once, before MPI starts, so a bad value fails init with
-// a message naming the variable and the value. Each setting is declared once
+// read_config() is the only code in herd that reads setting values from the
+// environment (herd_variables_in_environment lists the HERD_* names, for the
+// unknown-variable warning); herd::init calls it once, before MPI starts, and
+// once MPI runs the ranks exchange its result, so a bad value on any rank
+// fails init on every rank with a message naming the rank, the variable and
+// the value. Each setting is declared once
 // in a table (config.cc) with its variable, default and documentation, which
 // docs/configuration.md mirrors.
 #pragma once
@@ -111,9 +114,21 @@ std::vector<SettingDoc> setting_docs();
 struct AgreedSetting {
   const char* variable;
   int64_t value;
+  // Any such integer of this setting as the variable spells it: "auto" for
+  // the -1 that stands for auto, "NCCL" for an enumerator, digits otherwise.
+  std::string (*text)(int64_t value);
 };
 
 // The settings with compared_across_ranks, in the table's order.
 std::vector<AgreedSetting> settings_that_must_agree(const Config& config);
+
+// The names of the HERD_* variables set in the process environment.
+std::vector<std::string> herd_variables_in_environment();
+
+// One message per name in `names` that is neither a setting nor a HERD_*
+// variable read by herd's scripts and herd-train, naming the known variable
+// closest to it by edit distance, e.g. "HERD_FUSION_THRESOLD is not a herd
+// setting and is ignored; did you mean HERD_FUSION_THRESHOLD?".
+std::vector<std::string> unknown_variable_warnings(const std::vector<std::string>& names);
 
 }  // namespace herd::detail

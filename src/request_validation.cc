@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "common/types.h"
+
 namespace herd::detail {
 
 Status resolve_alltoall_splits(const std::string& name, const TensorView& input, int ranks,
@@ -30,7 +32,11 @@ Status resolve_alltoall_splits(const std::string& name, const TensorView& input,
       return Status::error(fmt::format("alltoall '{}': splits [{}] hold a negative count", name,
                                        fmt::join(*splits, ",")));
     }
-    sum += split;
+    if (__builtin_add_overflow(sum, split, &sum)) {
+      // Wrapped around, the sum could equal the first dimension again.
+      return Status::error(fmt::format("alltoall '{}': splits [{}] sum to more than 2^63-1", name,
+                                       fmt::join(*splits, ",")));
+    }
   }
   if (sum != rows) {
     return Status::error(
@@ -47,9 +53,12 @@ Status validate_view(const std::string& what, const char* role, const TensorView
                                        shape_to_string(view.shape)));
     }
   }
-  if (view.data == nullptr && view.num_elements() > 0) {
+  ShapeSize size;
+  HERD_RETURN_IF_ERROR(
+      checked_shape_size(fmt::format("{}: {}", what, role), view.shape, view.dtype, &size));
+  if (view.data == nullptr && size.elements > 0) {
     return Status::error(fmt::format("{}: {} data is null but shape {} has {} elements", what, role,
-                                     shape_to_string(view.shape), view.num_elements()));
+                                     shape_to_string(view.shape), size.elements));
   }
   return Status::ok();
 }

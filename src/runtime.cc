@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
+#include <set>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -46,7 +48,7 @@ void check_settings_agree(const Config& config, int size) {
     std::vector<std::string> values;
     for (int r = 0; r < size; ++r) {
       equal = equal && all[r * count + i] == all[i];
-      values.push_back(fmt::format("rank {} {}", r, all[r * count + i]));
+      values.push_back(fmt::format("rank {} {}", r, shared[i].text(all[r * count + i])));
     }
     if (!equal)
       clauses.push_back(
@@ -55,6 +57,49 @@ void check_settings_agree(const Config& config, int size) {
   if (!clauses.empty()) {
     throw Error(fmt::format("herd::init: {}; every rank must use the same value",
                             fmt::join(clauses, "; ")));
+  }
+}
+
+// Every rank's `mine`, gathered on `comm`.
+std::vector<std::string> allgather_strings(const std::string& mine, MPI_Comm comm, int size) {
+  const int length = static_cast<int>(mine.size());
+  std::vector<int> lengths(static_cast<std::size_t>(size));
+  HERD_MPI_CHECK(MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm));
+  std::vector<int> displacements(static_cast<std::size_t>(size));
+  int total = 0;
+  for (int r = 0; r < size; ++r) {
+    displacements[r] = total;
+    total += lengths[r];
+  }
+  std::vector<char> all(static_cast<std::size_t>(total));
+  HERD_MPI_CHECK(MPI_Allgatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(),
+                                displacements.data(), MPI_CHAR, comm));
+  std::vector<std::string> strings;
+  for (int r = 0; r < size; ++r) {
+    strings.emplace_back(all.data() + displacements[r], static_cast<std::size_t>(lengths[r]));
+  }
+  return strings;
+}
+
+// A rank that found a problem before taking part in init's collectives (a
+// bad setting, too low an MPI thread level) must not leave alone: the others
+// would wait for it in those collectives, and it alone would say why. Every
+// rank passes its problem ("" for none) and every rank throws the same
+// message, naming each rank with a problem, unless none has one.
+void fail_if_any_rank_has_a_problem(const std::string& problem, int size) {
+  const std::vector<std::string> problems = allgather_strings(problem, MPI_COMM_WORLD, size);
+  std::vector<std::string> clauses;
+  for (int r = 0; r < size; ++r) {
+    if (!problems[r].empty()) clauses.push_back(fmt::format("on rank {}, {}", r, problems[r]));
+  }
+  if (!clauses.empty()) throw Error(fmt::format("herd::init: {}", fmt::join(clauses, "; ")));
+}
+
+// Logs each warning once per process, however often herd::init runs.
+void warn_once(const std::vector<std::string>& warnings) {
+  static std::set<std::string> given;
+  for (const std::string& warning : warnings) {
+    if (given.insert(warning).second) HERD_LOG(kWarning, "herd::init: {}", warning);
   }
 }
 
@@ -100,7 +145,8 @@ void require_same_on_every_rank(const char* call, const std::vector<int>& mine, 
 
 }  // namespace
 
-std::unique_ptr<Runtime> Runtime::start(const Config& config) {
+std::unique_ptr<Runtime> Runtime::start(const Config& config, const Status& config_read,
+                                        const std::vector<std::string>& config_warnings) {
   int finalized = 0;
   HERD_MPI_CHECK(MPI_Finalized(&finalized));
   if (finalized) {
@@ -121,17 +167,24 @@ std::unique_ptr<Runtime> Runtime::start(const Config& config) {
     runtime->owns_mpi_ = true;
   }
   runtime->thread_level_ = provided;
-  if (provided < MPI_THREAD_MULTIPLE) {
-    const std::string message = fmt::format(
-        "herd::init: MPI provides {}, but herd's background thread calls MPI while the program "
-        "runs: initialize MPI with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...) or let "
-        "herd::init do it",
-        thread_level_name(provided));
-    throw Error(message);  // ~Runtime finalizes MPI if herd started it
-  }
-
   HERD_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &runtime->rank_));
   HERD_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &runtime->size_));
+  logging::set_rank(runtime->rank_);
+  logging::set_level(config.log_level);
+  warn_once(config_warnings);
+
+  std::vector<std::string> problems;
+  if (!config_read.is_ok()) problems.push_back(config_read.message());
+  if (provided < MPI_THREAD_MULTIPLE) {
+    problems.push_back(fmt::format(
+        "MPI provides {}, but herd's background thread calls MPI while the program runs: "
+        "initialize MPI with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...) or let herd::init do "
+        "it",
+        thread_level_name(provided)));
+  }
+  const std::string problem = fmt::format("{}", fmt::join(problems, "; "));
+  // ~Runtime finalizes MPI if herd started it.
+  fail_if_any_rank_has_a_problem(problem, runtime->size_);
   check_settings_agree(config, runtime->size_);
   MPI_Comm local_comm;
   HERD_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, runtime->rank_,
@@ -147,8 +200,6 @@ std::unique_ptr<Runtime> Runtime::start(const Config& config) {
   HERD_MPI_CHECK(MPI_Comm_free(&cross_comm));
 
   HERD_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &runtime->registry_comm_));
-  logging::set_rank(runtime->rank_);
-  logging::set_level(config.log_level);
 
   std::vector<int> everyone(static_cast<std::size_t>(runtime->size_));
   std::iota(everyone.begin(), everyone.end(), 0);

@@ -31,9 +31,12 @@ namespace herd::detail {
 class Runtime {
  public:
   // Initializes MPI unless the program already did (then it must have asked
-  // for MPI_THREAD_MULTIPLE), checks that the ranks' settings agree, starts
-  // the global set and the sets of HERD_PROCESS_SETS. Throws herd::Error.
-  static std::unique_ptr<Runtime> start(const Config& config);
+  // for MPI_THREAD_MULTIPLE), logs `config_warnings`, fails on every rank
+  // when `config_read` (the result of read_config) is an error on any rank,
+  // checks that the ranks' settings agree, starts the global set and the
+  // sets of HERD_PROCESS_SETS. Throws herd::Error.
+  static std::unique_ptr<Runtime> start(const Config& config, const Status& config_read,
+                                        const std::vector<std::string>& config_warnings);
 
   // Stops every set's thread (failing what is pending), frees the
   // communicators and finalizes MPI if herd initialized it. Idempotent.

@@ -9,11 +9,13 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "common/byte_codec.h"
 #include "herd/error.h"
+#include "herd/herd.h"
 #include "herd/train/checkpoint.h"
 
 namespace herd {
@@ -109,6 +111,10 @@ std::vector<unsigned char> serialize(const Checkpoint& ck) {
   w.i64(ck.epoch);
   w.f64(ck.position);
   w.u64(ck.seed);
+  if (ck.ranks < 1) {
+    throw Error(fmt::format("checkpoint: ranks is {}; a run has at least 1 rank", ck.ranks));
+  }
+  w.u32(static_cast<uint32_t>(ck.ranks));
   w.end_section();
 
   w.begin_section(kMetadata);
@@ -145,20 +151,23 @@ std::vector<unsigned char> serialize(const Checkpoint& ck) {
 // ---- reading ---------------------------------------------------------------
 
 // Reads one section; any read past its end is an inconsistent length and
-// throws naming the file, the section and the field.
+// throws naming the file, the section, the field and its byte offset in the
+// file.
 class Reader {
  public:
   Reader(const std::string& path, const std::string& section, const unsigned char* begin,
-         std::size_t length)
-      : path_(path), section_(section), in_(begin, length, section) {}
+         std::size_t length, uint64_t file_offset)
+      : path_(path), section_(section), file_offset_(file_offset), in_(begin, length, section) {}
 
   std::size_t remaining() const { return in_.remaining(); }
+  // Where the next read starts, counted from the start of the file.
+  uint64_t offset() const { return file_offset_ + in_.position(); }
   void need(uint64_t n, const std::string& what) const {
     if (n > remaining()) {
       throw Error(fmt::format(
-          "checkpoint '{}' is inconsistent: section {} at byte {} needs {} more bytes for {}, "
-          "but only {} remain in the section",
-          path_, section_, in_.position(), n, what, remaining()));
+          "checkpoint '{}' is inconsistent: section {} at byte {} of the file needs {} more "
+          "bytes for {}, but only {} remain in the section",
+          path_, section_, offset(), n, what, remaining()));
     }
   }
   uint32_t u32(const std::string& what) {
@@ -185,8 +194,8 @@ class Reader {
     if (count > remaining() / 4) {
       throw Error(fmt::format(
           "checkpoint '{}' is inconsistent: {} has {} elements of 4 bytes, but only {} bytes "
-          "remain in section {}",
-          path_, what, count, remaining(), section_));
+          "remain in section {} at byte {} of the file",
+          path_, what, count, remaining(), section_, offset()));
     }
     return in_.f32s(count);
   }
@@ -195,14 +204,15 @@ class Reader {
     if (remaining() != 0) {
       throw Error(fmt::format(
           "checkpoint '{}' is inconsistent: section {} is {} bytes long, but its contents end "
-          "after {} bytes",
-          path_, section_, in_.position() + remaining(), in_.position()));
+          "after {} bytes, at byte {} of the file",
+          path_, section_, in_.position() + remaining(), in_.position(), offset()));
     }
   }
 
  private:
   const std::string& path_;
   std::string section_;
+  uint64_t file_offset_;
   detail::ByteReader in_;
 };
 
@@ -288,13 +298,22 @@ Checkpoint parse(const std::string& path, const std::vector<unsigned char>& file
       throw Error(
           fmt::format("checkpoint '{}' is inconsistent: section {} appears twice", path, name));
     }
-    Reader r(path, name, sections_in.range(length), length);
+    Reader r(path, name, sections_in.range(length), length, offset + kSectionHeaderSize);
     std::unordered_set<std::string> seen;
     if (tag == kSchedule) {
       ck.step = r.i64("step");
       ck.epoch = r.i64("epoch");
       ck.position = r.f64("position");
       ck.seed = r.u64("seed");
+      const uint64_t ranks_at = r.offset();
+      const uint32_t ranks = r.u32("ranks");
+      if (ranks == 0 || ranks > static_cast<uint32_t>(std::numeric_limits<int>::max())) {
+        throw Error(fmt::format(
+            "checkpoint '{}' is inconsistent: section SCHD at byte {} of the file gives {} "
+            "ranks (expected 1 to {})",
+            path, ranks_at, ranks, std::numeric_limits<int>::max()));
+      }
+      ck.ranks = static_cast<int>(ranks);
     } else if (tag == kMetadata) {
       const uint32_t count = r.u32("metadata count");
       for (uint32_t i = 0; i < count; ++i) {
@@ -337,6 +356,10 @@ Checkpoint parse(const std::string& path, const std::vector<unsigned char>& file
   }
   return ck;
 }
+
+// The ranks of this run: herd's job size, or 1 for a single process that has
+// not started herd.
+int running_ranks() { return is_initialized() ? size() : 1; }
 
 std::string errno_text(int err) { return fmt::format("{} (errno {})", std::strerror(err), err); }
 
@@ -443,11 +466,20 @@ Checkpoint make_checkpoint(const std::vector<Parameter>& params, const Optimizer
   ck.epoch = epoch;
   ck.position = static_cast<double>(epoch);
   ck.seed = seed;
+  ck.ranks = running_ranks();
   return ck;
 }
 
 void apply_checkpoint(const Checkpoint& checkpoint, const std::vector<Parameter>& params,
                       Optimizer& optimizer) {
+  const int ranks = running_ranks();
+  if (checkpoint.ranks != ranks) {
+    throw Error(fmt::format(
+        "checkpoint mismatch: the checkpoint was written by a run of {} ranks, but this run has "
+        "{}; resuming at another number of ranks is refused (each rank's data shard and the "
+        "learning-rate scaling depend on it): resume with {} ranks",
+        checkpoint.ranks, ranks, checkpoint.ranks));
+  }
   std::unordered_map<std::string, const CheckpointParameter*> saved;
   for (const CheckpointParameter& p : checkpoint.parameters) {
     if (!saved.emplace(p.name, &p).second) {

@@ -75,13 +75,16 @@ std::size_t shared_memory_eager_limit() {
 }
 
 std::size_t agree_eager_piece_bytes(MPI_Comm comm, int64_t configured) {
+  // Every member makes the same collective calls whatever its own setting: a
+  // member with a number must still take part in the machine count that the
+  // members left at auto make, or the calls would cross.
+  int size = 0;
+  HERD_MPI_CHECK(MPI_Comm_size(comm, &size));
+  const int node_size = ranks_on_this_machine(comm);
   uint64_t mine = 0;
   if (configured >= 0) {
     mine = static_cast<uint64_t>(configured);
   } else {
-    int size = 0;
-    HERD_MPI_CHECK(MPI_Comm_size(comm, &size));
-    const int node_size = ranks_on_this_machine(comm);
     // One rank sends no messages: no reason to pay for reading the limit.
     const std::size_t limit = size > 1 && node_size == size ? shared_memory_eager_limit() : 0;
     mine = limit > 2 * kEagerHeaderAllowance ? limit - kEagerHeaderAllowance : 0;

@@ -3,7 +3,8 @@
 #   herd_train_test.sh MODE HERD_TRAIN "MPIRUN FLAGS... NUMPROC_FLAG"
 # MODE: smoke        2 ranks, 1 short epoch; exit 0 and a test accuracy line
 #       resume       2 epochs in one run == 1 epoch, checkpoint, --resume for
-#                    the second (identical parameter checksums)
+#                    the second (identical parameter checksums); --resume of
+#                    that 2-rank checkpoint on 3 ranks fails naming both counts
 #       bad_options  --communication async, --kvstore local on 2 ranks and a
 #                    corrupt checkpoint with --resume each fail with a message
 # Exits 77 (skipped) when herd-train reports the dataset missing.
@@ -69,6 +70,8 @@ case "$mode" in
     echo "uninterrupted $whole, after epoch 1 $first, resumed $resumed"
     [[ "$first" != "$whole" ]] || fail "the second epoch changed nothing"
     [[ "$resumed" == "$whole" ]] || fail "resumed checksum $resumed != uninterrupted $whole"
+    expect_failure 3 "written by a run of 2 ranks, but this run has 3" \
+      --epochs 2 --checkpoint "$work/ckpt" --resume "${common[@]}"
     ;;
   bad_options)
     expect_failure 2 "not implemented" --communication async --epochs 1

@@ -80,11 +80,11 @@ struct TensorView {
   Device device = Device::cpu();
   void* stream = nullptr;  // cudaStream_t of a GPU view; ignored for the CPU
 
-  // Product of the shape's extents; 1 for a scalar (empty shape).
+  // Product of the shape's extents; 1 for a scalar (empty shape). Both
+  // throw herd::Error naming the shape when an extent is negative or the
+  // count or the bytes exceed 2^63-1 (herd refuses such views at submission).
   int64_t num_elements() const;
-  std::size_t num_bytes() const {
-    return static_cast<std::size_t>(num_elements()) * element_size(dtype);
-  }
+  std::size_t num_bytes() const;
 };
 
 }  // namespace herd

@@ -396,6 +396,15 @@ void test_local(const Job& job) {
   const std::vector<int64_t> forty(p, 40);
   expect_throw_now(job, "alltoall splits sum", alltoall(40 * p + 7, forty),
                    {"a2a/bad", "splits", std::to_string(40 * p), std::to_string(40 * p + 7)});
+  if (p >= 3) {
+    // INT64_MAX + INT64_MAX + 4 wraps around to 2, the first dimension.
+    std::vector<int64_t> wrapping(p, 0);
+    wrapping[0] = INT64_MAX;
+    wrapping[1] = INT64_MAX;
+    wrapping[2] = 4;
+    expect_throw_now(job, "alltoall splits whose sum overflows", alltoall(2, wrapping),
+                     {"a2a/bad", "splits", "9223372036854775807", "sum to more than 2^63-1"});
+  }
   ok_alltoall(job, "a2a/bad", "after bad splits");
 
   // Even split of rows that are not a multiple of p: at once or in wait.

@@ -11,6 +11,7 @@
 // on the whole global batch, with SGD (momentum) and Adam written out here
 // from their formulas (not through herd's optimizers or DistributedOptimizer).
 // Every case also checks that the ranks hold bitwise identical parameters.
+// Last, a checkpoint of another rank count is refused.
 #include <mpi.h>
 
 #include <cmath>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "herd/herd.h"
+#include "herd/train/checkpoint.h"
 #include "herd/train/distributed_optimizer.h"
 #include "herd/train/optimizer.h"
 #include "mpi_test_util.h"
@@ -473,6 +475,33 @@ void error_cases(const Ctx& ctx) {
   }
 }
 
+// A checkpoint records the job's rank count, and resuming under
+// DistributedOptimizer at another count is refused on every rank, naming
+// both counts; at the same count it applies.
+void checkpoint_rank_cases(const Ctx& ctx) {
+  Model model(500);
+  herd::SGD sgd(herd::SGDOptions{});
+  herd::DistributedOptimizer opt(sgd, model.params);
+  herd::Checkpoint checkpoint = herd::make_checkpoint(model.params, sgd, 0, 0, 0);
+  ctx.rec.check(checkpoint.ranks == ctx.size, "checkpoint ranks",
+                "make_checkpoint recorded " + std::to_string(checkpoint.ranks) +
+                    " ranks in a job of " + std::to_string(ctx.size));
+  const std::string same = error_of([&] { herd::apply_checkpoint(checkpoint, model.params, sgd); });
+  ctx.rec.check(same == "(no error)", "checkpoint of this rank count",
+                "apply_checkpoint threw: " + same);
+  checkpoint.ranks = ctx.size + 1;
+  const std::string expected =
+      "checkpoint mismatch: the checkpoint was written by a run of " +
+      std::to_string(ctx.size + 1) + " ranks, but this run has " + std::to_string(ctx.size) +
+      "; resuming at another number of ranks is refused (each rank's data shard and the "
+      "learning-rate scaling depend on it): resume with " +
+      std::to_string(ctx.size + 1) + " ranks";
+  const std::string other =
+      error_of([&] { herd::apply_checkpoint(checkpoint, model.params, sgd); });
+  ctx.rec.check(other == expected, "checkpoint of another rank count",
+                "expected \"" + expected + "\", got \"" + other + "\"");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -484,6 +513,7 @@ int main(int argc, char** argv) {
     equivalence_cases(ctx);
     broadcast_cases(ctx);
     error_cases(ctx);
+    checkpoint_rank_cases(ctx);
     herd::shutdown();
   } catch (const std::exception& e) {
     rec.fail("run", std::string("exception: ") + e.what());

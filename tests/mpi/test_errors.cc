@@ -264,6 +264,44 @@ void test_malformed(const Job& job) {
       rec.fail(case_name, std::string("threw a non-herd::Error: ") + e.what());
     }
   }
+  // Shapes whose size overflows int64: refused naming the tensor and the
+  // shape, never wrapped into a small count.
+  const int64_t big = (int64_t{1} << 62) + 1;
+  const struct {
+    const char* what;
+    herd::TensorView view;
+    std::string expected;
+  } kOverflow[] = {
+      {"elements wrap to 4",
+       {a.data(), DataType::kFloat32, {big, 4}},
+       "allreduce 'bad/x': input shape [4611686018427387905,4] has more elements than "
+       "2^63-1 (the product of its extents overflows int64)"},
+      {"elements wrap to 2^32",
+       {a.data(), DataType::kFloat32, {int64_t{1} << 32, (int64_t{1} << 32) + 1}},
+       "allreduce 'bad/x': input shape [4294967296,4294967297] has more elements than "
+       "2^63-1 (the product of its extents overflows int64)"},
+      {"bytes overflow",
+       {a.data(), DataType::kFloat64, {int64_t{1} << 60, 2}},
+       "allreduce 'bad/x': input shape [1152921504606846976,2] of float64 "
+       "(2305843009213693952 elements of 8 bytes) is larger than 2^63-1 bytes"},
+  };
+  for (const auto& bad : kOverflow) {
+    const std::string message =
+        error_of([&] { (void)herd::allreduce_async("bad/x", bad.view, bad.view, ReduceOp::kSum); });
+    rec.check(message == bad.expected, std::string("overflow (") + bad.what + ")",
+              "expected \"" + bad.expected + "\", got \"" + message + "\"");
+  }
+  {
+    herd::Tensor gathered;
+    const std::string message = error_of([&] {
+      (void)herd::allgather_async("bad/x", {a.data(), DataType::kInt8, {4, big}}, &gathered);
+    });
+    const std::string expected =
+        "allgather 'bad/x': input shape [4,4611686018427387905] has more elements than "
+        "2^63-1 (the product of its extents overflows int64)";
+    rec.check(message == expected, "overflow (allgather)",
+              "expected \"" + expected + "\", got \"" + message + "\"");
+  }
   expect_ok(job, "bad/x", "after malformed views");
   // Null data is fine when there are no elements.
   for (const std::vector<int64_t>& shape : {std::vector<int64_t>{0}, std::vector<int64_t>{3, 0}}) {

@@ -1,7 +1,9 @@
 // One-rank test of herd's life cycle edges: every call before init() throws
 // herd::Error; a bad HERD_* setting fails init() with a herd::Error naming the
 // variable and its value and leaves herd uninitialized; once the setting is
-// gone, init() works, an allreduce works, and shutdown() ends it.
+// gone, init() works, an allreduce works, and shutdown() ends it. The program
+// starts MPI itself: a failed init that had started MPI would finalize it,
+// and herd could not start again in this process.
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -84,15 +86,16 @@ void expect_allreduce_works(Recorder& rec) {
 
 }  // namespace
 
-int main() {
-  Recorder rec("test_init_errors", 0);
+int main(int argc, char** argv) {
+  const MpiWorld world = init_mpi(&argc, &argv);
+  Recorder rec("test_init_errors", world.rank);
   unsetenv("HERD_FUSION_THRESHOLD");
   unsetenv("HERD_CYCLE_TIME");
   expect_calls_throw(rec, "before init");
   if (!expect_bad_setting(rec, "HERD_FUSION_THRESHOLD", "abc") ||
       !expect_bad_setting(rec, "HERD_CYCLE_TIME", "-1")) {
     herd::shutdown();
-    return rec.finish();
+    return finish_program_owned_mpi(rec);
   }
   try {
     herd::init();
@@ -110,5 +113,5 @@ int main() {
     rec.fail("good init", std::string("threw: ") + e.what());
   }
   expect_throws(rec, "after shutdown", "rank()", [] { herd::rank(); });
-  return rec.finish();
+  return finish_program_owned_mpi(rec);
 }

@@ -269,6 +269,22 @@ void test_agree_eager_piece_bytes(Tally& tally, MPI_Comm comm, std::size_t expec
     tally.fail("agree_eager_piece_bytes(0 on the last rank)",
                fmt::format("expected 0, actual {}", off));
   }
+  // A number on rank 0 only, auto elsewhere: rank 0 must still take part in
+  // the collectives that auto makes. The smallest wins, against what auto
+  // gives when every rank is at auto.
+  const std::size_t all_auto = agree_eager_piece_bytes(comm, -1);
+  for (const int64_t mine : {int64_t{1000}, int64_t{1} << 40}) {
+    const std::size_t mixed = agree_eager_piece_bytes(comm, rank == 0 ? mine : -1);
+    const std::size_t expected = size == 1 ? static_cast<std::size_t>(mine)
+                                           : std::min(static_cast<std::size_t>(mine), all_auto);
+    if (mixed == expected) {
+      tally.pass();
+    } else {
+      tally.fail(
+          fmt::format("agree_eager_piece_bytes({} on rank 0, auto elsewhere)", mine),
+          fmt::format("expected {} (auto alone gives {}), actual {}", expected, all_auto, mixed));
+    }
+  }
 }
 
 void run_all(Tally& tally, MPI_Comm comm, std::size_t max_message_bytes,

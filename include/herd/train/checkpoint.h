@@ -9,7 +9,7 @@
 // parameters and a fresh optimizer of the same kind continues bitwise
 // identically to the run that never stopped.
 //
-// File format (version 1, every integer and float little-endian, floats and
+// File format (version 2, every integer and float little-endian, floats and
 // doubles as their IEEE-754 bit patterns, so NaN payloads, -0.0 and
 // denormals survive exactly); docs/training.md has the full table:
 //
@@ -25,13 +25,16 @@
 //     length         u64       bytes of the section body that follows
 //     body
 //   string = u32 byte length + bytes;  float vector = u64 count + count f32
-//   SCHD: step i64, epoch i64, position f64, seed u64
+//   SCHD: step i64, epoch i64, position f64, seed u64, ranks u32
 //   META: u32 count, then count x (key string, value string)
 //   PARM: u32 count, then count x (name string, float vector)
 //   OPTS: step i64, u32 count, then count x (buffer name string, float vector)
 //
 // Single-process: save and load touch one file and nothing else. In a
-// data-parallel run, rank 0 saves and every rank loads the same file.
+// data-parallel run, rank 0 saves and every rank loads the same file; the
+// file records the number of ranks that wrote it, and apply_checkpoint
+// refuses to resume at another number (each rank's data shard and the
+// learning-rate scaling depend on it).
 #pragma once
 
 #include <cstdint>
@@ -45,7 +48,7 @@ namespace herd {
 
 // The format version this build writes; load_checkpoint() reads exactly this
 // version and refuses others, naming both.
-inline constexpr uint32_t kCheckpointVersion = 1;
+inline constexpr uint32_t kCheckpointVersion = 2;
 
 // One parameter's values, by name.
 struct CheckpointParameter {
@@ -67,6 +70,9 @@ struct Checkpoint {
   double position = 0;
   // The seed of the data order (herd::DistributedSampler's seed).
   uint64_t seed = 0;
+  // The number of ranks of the run that wrote it (herd::size(); 1 for a
+  // single process), at least 1.
+  int ranks = 1;
   // Free-form descriptions, e.g. {"model", "mlp 784-128-10"},
   // {"optimizer", "sgd momentum=0.9"}. Written and read back verbatim.
   std::map<std::string, std::string> metadata;
@@ -94,24 +100,27 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint);
 // (truncated), longer than its stated size, has the wrong magic, another
 // format version or a bad checksum, or when its sections are inconsistent
 // (a length past its end, a missing, repeated or unknown section, a
-// repeated name).
+// repeated name, a rank count of 0). Messages give the byte offset in the
+// file where the problem was found.
 Checkpoint load_checkpoint(const std::string& path);
 
 // A checkpoint of `params`' current values and `optimizer`'s state, at the
 // given step and epoch (position = epoch; set it and metadata afterwards if
-// needed) with the data-order seed. Throws herd::Error when a parameter name
-// repeats.
+// needed) with the data-order seed, and ranks = herd::size() (1 when herd is
+// not initialized). Throws herd::Error when a parameter name repeats.
 Checkpoint make_checkpoint(const std::vector<Parameter>& params, const Optimizer& optimizer,
                            int64_t step, int64_t epoch, uint64_t seed);
 
-// Restores `checkpoint` into `params` and `optimizer`: checks that params
-// and the checkpoint's parameters have exactly the same names and sizes (any
-// order), then calls optimizer.init_state(params) and imports the
-// checkpoint's optimizer state (a zeroed state when the checkpoint holds
-// none), then copies the values into the parameters' memory. Throws
-// herd::Error naming the parameter (and both sizes) or the optimizer buffer
-// on a mismatch; the parameters' values are unchanged when it throws. The
-// schedule position, seed and metadata are the caller's to use.
+// Restores `checkpoint` into `params` and `optimizer`: checks that the
+// checkpoint was written by as many ranks as this run has (herd::size(), 1
+// when herd is not initialized), and that params and the checkpoint's
+// parameters have exactly the same names and sizes (any order), then calls
+// optimizer.init_state(params) and imports the checkpoint's optimizer state
+// (a zeroed state when the checkpoint holds none), then copies the values
+// into the parameters' memory. Throws herd::Error naming both rank counts,
+// the parameter (and both sizes) or the optimizer buffer on a mismatch; the
+// parameters' values are unchanged when it throws. The schedule position,
+// seed and metadata are the caller's to use.
 void apply_checkpoint(const Checkpoint& checkpoint, const std::vector<Parameter>& params,
                       Optimizer& optimizer);
 

@@ -1,6 +1,8 @@
 // Config: defaults, every setting's valid and invalid values, and that the
 // documentation table covers every Config field. Uses a map as the
 // environment, so no test touches the real one.
+#include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <string>
@@ -328,6 +330,69 @@ TEST_CASE("config: the settings compared across ranks", "[config]") {
   config.hierarchical_allreduce = false;
   CHECK(settings_that_must_agree(config)[6].value == 0);
   CHECK(settings_that_must_agree(config)[7].value == 0);
+}
+
+TEST_CASE("config: compared values print as the variables spell them", "[config]") {
+  // The texts in "differs across ranks" messages: auto, not its -1.
+  std::map<std::string, std::vector<std::pair<int64_t, std::string>>> expected = {
+      {"HERD_FUSION_THRESHOLD", {{0, "0"}, {4194304, "4194304"}}},
+      {"HERD_FUSION_MAX_TENSOR_BYTES", {{262144, "262144"}}},
+      {"HERD_CACHE_CAPACITY", {{1024, "1024"}}},
+      {"HERD_RING_SEGMENT_BYTES", {{1, "1"}}},
+      {"HERD_SMALL_ALLREDUCE_BYTES", {{-1, "auto"}, {0, "0"}, {65536, "65536"}}},
+      {"HERD_SHM_ALLREDUCE_BYTES", {{-1, "auto"}, {4096, "4096"}}},
+      {"HERD_GPU_ALLREDUCE",
+       {{static_cast<int64_t>(GpuAllreduce::kNccl), "NCCL"},
+        {static_cast<int64_t>(GpuAllreduce::kMpi), "MPI"}}},
+      {"HERD_HIERARCHICAL_ALLREDUCE", {{0, "0"}, {1, "1"}}},
+      {"HERD_GPU_STAGING_BYTES", {{4194304, "4194304"}}},
+  };
+  const std::vector<AgreedSetting> agreed = settings_that_must_agree(Config{});
+  REQUIRE(agreed.size() == expected.size());
+  for (const AgreedSetting& setting : agreed) {
+    INFO(setting.variable);
+    REQUIRE(expected.count(setting.variable) == 1);
+    for (const auto& [value, text] : expected[setting.variable]) {
+      CHECK(setting.text(value) == text);
+    }
+  }
+}
+
+TEST_CASE("config: unknown HERD_* variables are named with the closest known one", "[config]") {
+  CHECK(unknown_variable_warnings({}).empty());
+  // Settings and the variables of herd's scripts and herd-train are known.
+  CHECK(unknown_variable_warnings({"HERD_FUSION_THRESHOLD", "HERD_LOG_LEVEL", "HERD_BUILD_DIR",
+                                   "HERD_TRAIN_RANKS", "HERD_DEMO_RANKS", "HERD_EPOCHS",
+                                   "HERD_BATCH_SIZE", "HERD_LR_STEP_GAMMA", "HERD_CHECK_JOBS",
+                                   "HERD_CMAKE_ARGS"})
+            .empty());
+  CHECK(unknown_variable_warnings({"HERD_FUSION_THRESOLD", "HERD_LOGLEVEL", "HERD_TRAIN_RANK",
+                                   "HERD_CYCLE_TIMES", "HERD_SHM_ALLREDUCE_BYTE"}) ==
+        std::vector<std::string>{
+            "HERD_FUSION_THRESOLD is not a herd setting and is ignored; did you mean "
+            "HERD_FUSION_THRESHOLD?",
+            "HERD_LOGLEVEL is not a herd setting and is ignored; did you mean HERD_LOG_LEVEL?",
+            "HERD_TRAIN_RANK is not a herd setting and is ignored; did you mean "
+            "HERD_TRAIN_RANKS?",
+            "HERD_CYCLE_TIMES is not a herd setting and is ignored; did you mean "
+            "HERD_CYCLE_TIME?",
+            "HERD_SHM_ALLREDUCE_BYTE is not a herd setting and is ignored; did you mean "
+            "HERD_SHM_ALLREDUCE_BYTES?"});
+  // Equally close to two: the settings' table order decides (SMALL before SHM).
+  CHECK(unknown_variable_warnings({"HERD_SHAL_ALLREDUCE_BYTES"}) ==
+        std::vector<std::string>{"HERD_SHAL_ALLREDUCE_BYTES is not a herd setting and is ignored; "
+                                 "did you mean HERD_SMALL_ALLREDUCE_BYTES?"});
+}
+
+TEST_CASE("config: herd_variables_in_environment lists the HERD_* names set", "[config]") {
+  const char* name = "HERD_TEST_LISTED_VARIABLE_5e2a";
+  REQUIRE(setenv(name, "x=y", 1) == 0);
+  REQUIRE(setenv("NOT_HERD_TEST_VARIABLE_5e2a", "1", 1) == 0);
+  const std::vector<std::string> names = herd_variables_in_environment();
+  unsetenv(name);
+  unsetenv("NOT_HERD_TEST_VARIABLE_5e2a");
+  CHECK(std::count(names.begin(), names.end(), name) == 1);
+  for (const std::string& listed : names) CHECK(listed.rfind("HERD_", 0) == 0);
 }
 
 TEST_CASE("config: process_environment reads the real environment", "[config]") {

@@ -133,15 +133,16 @@ TEST_CASE("a checkpoint's bytes are the documented format", "[checkpoint]") {
   ck.optimizer.buffers.push_back({"w/m", {0.5f}});
   const std::vector<unsigned char> expected = {
       0x48, 0x45, 0x52, 0x44, 0x43, 0x4b, 0x50, 0x54,  // "HERDCKPT"
-      0x01, 0x00, 0x00, 0x00,                          // version 1
-      0xc4, 0xd5, 0xae, 0x6a,                          // CRC-32 of the payload, 0x6aaed5c4
-      0x97, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // payload size 151
+      0x02, 0x00, 0x00, 0x00,                          // version 2
+      0xd3, 0xf5, 0xfd, 0xdd,                          // CRC-32 of the payload, 0xddfdf5d3
+      0x9b, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // payload size 155
       0x53, 0x43, 0x48, 0x44,                          // SCHD
-      0x20, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // 32 bytes
+      0x24, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // 36 bytes
       0x05, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // step 5
       0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,  // epoch -1
       0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xd0, 0x3f,  // position 0.25
       0x07, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // seed 7
+      0x01, 0x00, 0x00, 0x00,                          // 1 rank
       0x4d, 0x45, 0x54, 0x41,                          // META
       0x0f, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // 15 bytes
       0x01, 0x00, 0x00, 0x00,                          // 1 entry
@@ -172,6 +173,7 @@ TEST_CASE("a checkpoint's bytes are the documented format", "[checkpoint]") {
   CHECK(back.epoch == -1);
   CHECK(back.position == 0.25);
   CHECK(back.seed == 7);
+  CHECK(back.ranks == 1);
   CHECK(back.metadata == ck.metadata);
   REQUIRE(back.parameters.size() == 1);
   CHECK(back.parameters[0].name == "w");
@@ -379,6 +381,7 @@ std::vector<unsigned char> good_file(const TempDir& dir) {
 
 TEST_CASE("corrupt checkpoints are refused with a clear message", "[checkpoint]") {
   using Catch::Contains;
+  using Catch::Equals;
   TempDir dir;
   const std::vector<unsigned char> good = good_file(dir);
   const std::string path = dir.file("bad.ckpt");
@@ -431,12 +434,43 @@ TEST_CASE("corrupt checkpoints are refused with a clear message", "[checkpoint]"
                                                  Contains("HERDCKPT") &&
                                                  Contains("58455244434b5054"));
   }
-  SECTION("a future version") {
+  SECTION("another version") {
     std::vector<unsigned char> bad = good;
-    put_u32(bad, 8, 2);
+    put_u32(bad, 8, 3);
     write_bytes(path, bad);
     CHECK_THROWS_WITH(load_checkpoint(path),
-                      Contains(path) && Contains("version 2") && Contains("reads version 1"));
+                      Contains(path) && Contains("version 3") && Contains("reads version 2"));
+    // Version 1 had no rank count.
+    put_u32(bad, 8, 1);
+    write_bytes(path, bad);
+    CHECK_THROWS_WITH(load_checkpoint(path),
+                      Contains(path) && Contains("version 1") && Contains("reads version 2"));
+  }
+  SECTION("a rank count of 0") {
+    std::vector<unsigned char> bad = good;
+    // SCHD's body starts after the header and the section's tag and length;
+    // the rank count follows step, epoch, position and seed.
+    const std::size_t ranks_at = 24 + 12 + 32;
+    put_u32(bad, ranks_at, 0);
+    fix_crc(bad);
+    write_bytes(path, bad);
+    CHECK_THROWS_WITH(
+        load_checkpoint(path),
+        Equals("checkpoint '" + path + "' is inconsistent: section SCHD at byte " +
+               std::to_string(ranks_at) + " of the file gives 0 ranks (expected 1 to 2147483647)"));
+  }
+  SECTION("a section too short for its fields") {
+    std::vector<unsigned char> bad = good;
+    // SCHD claims 30 bytes: the seed's 8 bytes at file offset 24+12+24 = 60
+    // find only 6. The section ends early, so the next one starts inside
+    // SCHD's old body; the message is about the first problem met.
+    put_u64(bad, 24 + 4, 30);
+    fix_crc(bad);
+    write_bytes(path, bad);
+    CHECK_THROWS_WITH(load_checkpoint(path),
+                      Equals("checkpoint '" + path +
+                             "' is inconsistent: section SCHD at byte 60 of the file needs 8 more "
+                             "bytes for seed, but only 6 remain in the section"));
   }
   SECTION("inconsistent lengths under a valid checksum") {
     std::vector<unsigned char> bad = good;
@@ -522,6 +556,39 @@ TEST_CASE("a checkpoint of another model is refused, changing nothing", "[checkp
     CHECK_THROWS_WITH(apply_checkpoint(ck, m.params(), adam), Contains("fc1.weight/"));
   }
   CHECK(bitwise_equal(m.weight.value, before));
+}
+
+TEST_CASE("a checkpoint of another number of ranks is refused, changing nothing", "[checkpoint]") {
+  Model saved_model;
+  SGDOptions o;
+  o.momentum = 0.9;
+  SGD sgd(o);
+  saved_model.fill_grads(1);
+  sgd.step(saved_model.params());
+  Checkpoint ck = make_checkpoint(saved_model.params(), sgd, 1, 0, 0);
+  // No herd::init in this process: a single process, one rank.
+  CHECK(ck.ranks == 1);
+
+  // Written by 2 ranks, read back from the file, applied in this 1-rank run.
+  ck.ranks = 2;
+  TempDir dir;
+  const std::string path = dir.file("two.ckpt");
+  save_checkpoint(path, ck);
+  const Checkpoint loaded = load_checkpoint(path);
+  CHECK(loaded.ranks == 2);
+  Model m;
+  const std::vector<float> before = m.weight.value;
+  SGD fresh(o);
+  CHECK_THROWS_WITH(apply_checkpoint(loaded, m.params(), fresh),
+                    "checkpoint mismatch: the checkpoint was written by a run of 2 ranks, but "
+                    "this run has 1; resuming at another number of ranks is refused (each rank's "
+                    "data shard and the learning-rate scaling depend on it): resume with 2 ranks");
+  CHECK(bitwise_equal(m.weight.value, before));
+  CHECK(!fresh.has_state());
+
+  ck.ranks = 0;
+  CHECK_THROWS_WITH(save_checkpoint(dir.file("zero.ckpt"), ck),
+                    "checkpoint: ranks is 0; a run has at least 1 rank");
 }
 
 TEST_CASE("a failed save throws naming the path and leaves no file", "[checkpoint]") {
