@@ -4,11 +4,12 @@
 // peer answers within microseconds, and a yield or a sleep, being a system
 // call, costs about as much as a whole small message between two ranks on
 // one machine), then yields between polls until kSpinBeforeSleep, so that
-// with more ranks than cores the peer can run, and then sleeps between
-// polls, kFirstSleep at first and twice as long each time up to
-// kLongestSleep. A rank that waits seconds for a slow peer thus uses a few
-// percent of a core instead of all of it, and notices the answer at most
-// kLongestSleep late.
+// with more ranks than cores the peer can run at once (a sleeping waiter
+// would make each of the shared-memory allreduce's many barriers cost a
+// timer wake-up there), and then sleeps between polls, kFirstSleep at first
+// and twice as long each time up to kLongestSleep. A rank that waits seconds
+// for a slow peer thus uses a few percent of a core instead of all of it,
+// and notices the answer at most kLongestSleep late.
 //
 // The slow checks of a wait (its deadline, the peers' liveness, fault
 // notices) run only once the wait sleeps: after_fruitless_poll() says when.
@@ -26,8 +27,8 @@ class PollBackoff {
  public:
   using Clock = std::chrono::steady_clock;
   static constexpr std::chrono::microseconds kPollBeforeYield{20};
-  static constexpr std::chrono::microseconds kSpinBeforeSleep{50};
-  static constexpr std::chrono::microseconds kFirstSleep{10};
+  static constexpr std::chrono::microseconds kSpinBeforeSleep{1000};
+  static constexpr std::chrono::microseconds kFirstSleep{50};
   static constexpr std::chrono::microseconds kLongestSleep{1000};
   // Reading the clock costs about as much as a poll: while spinning, look at
   // it only once per this many fruitless polls.

@@ -18,57 +18,66 @@ namespace {
 constexpr int kFaultTag = 1;
 constexpr int kExitTag = 2;
 
-std::mutex g_mutex;
-MPI_Comm g_comm = MPI_COMM_NULL;
-std::atomic<bool> g_fault_known{false};
-std::string g_fault;        // guarded by g_mutex
-std::string g_exit_notice;  // guarded by g_mutex
-// Buffers of posted sends, kept for the life of the process.
-std::deque<std::string> g_sent;
+// Never destroyed: notices are sent from herd's static destructor
+// (src/api.cc), which may run after this file's would have.
+struct Notices {
+  std::mutex mutex;
+  MPI_Comm comm = MPI_COMM_NULL;
+  std::atomic<bool> fault_known{false};
+  std::string fault;        // guarded by mutex
+  std::string exit_notice;  // guarded by mutex
+  // Buffers of posted sends, kept for the life of the process.
+  std::deque<std::string> sent;
+};
+Notices& notices() {
+  static Notices* const instance = new Notices;
+  return *instance;
+}
 
-// Posts `text` to every other rank with `tag`. Holds g_mutex.
+// Posts `text` to every other rank with `tag`. Holds the mutex.
 void send_to_everyone_locked(const std::string& text, int tag) {
-  if (g_comm == MPI_COMM_NULL) return;
+  if (notices().comm == MPI_COMM_NULL) return;
   int rank = 0;
   int size = 1;
-  if (MPI_Comm_rank(g_comm, &rank) != MPI_SUCCESS || MPI_Comm_size(g_comm, &size) != MPI_SUCCESS) {
+  if (MPI_Comm_rank(notices().comm, &rank) != MPI_SUCCESS ||
+      MPI_Comm_size(notices().comm, &size) != MPI_SUCCESS) {
     return;
   }
-  g_sent.push_back(text);
-  const std::string& buffer = g_sent.back();
+  notices().sent.push_back(text);
+  const std::string& buffer = notices().sent.back();
   for (int peer = 0; peer < size; ++peer) {
     if (peer == rank) continue;
     MPI_Request request = MPI_REQUEST_NULL;
     // Best effort: a peer that cannot be reached is what the notice is about.
-    if (MPI_Isend(buffer.data(), static_cast<int>(buffer.size()), MPI_CHAR, peer, tag, g_comm,
-                  &request) == MPI_SUCCESS) {
+    if (MPI_Isend(buffer.data(), static_cast<int>(buffer.size()), MPI_CHAR, peer, tag,
+                  notices().comm, &request) == MPI_SUCCESS) {
       MPI_Request_free(&request);
     }
   }
 }
 
-// Receives every notice that has arrived. Holds g_mutex.
+// Receives every notice that has arrived. Holds the mutex.
 void receive_arrived_locked() {
-  if (g_comm == MPI_COMM_NULL) return;
+  if (notices().comm == MPI_COMM_NULL) return;
   for (;;) {
     int arrived = 0;
     MPI_Status status;
-    if (MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, g_comm, &arrived, &status) != MPI_SUCCESS ||
+    if (MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, notices().comm, &arrived, &status) != MPI_SUCCESS ||
         !arrived) {
       return;
     }
     int count = 0;
     MPI_Get_count(&status, MPI_CHAR, &count);
     std::string text(static_cast<std::size_t>(std::max(count, 0)), '\0');
-    if (MPI_Recv(text.data(), count, MPI_CHAR, status.MPI_SOURCE, status.MPI_TAG, g_comm,
+    if (MPI_Recv(text.data(), count, MPI_CHAR, status.MPI_SOURCE, status.MPI_TAG, notices().comm,
                  MPI_STATUS_IGNORE) != MPI_SUCCESS) {
       return;
     }
-    if (status.MPI_TAG == kFaultTag && !g_fault_known.load()) {
-      g_fault = text;
-      g_fault_known.store(true);
-    } else if (status.MPI_TAG == kExitTag && g_exit_notice.empty()) {
-      g_exit_notice = text;
+    if (status.MPI_TAG == kFaultTag && !notices().fault_known.load()) {
+      notices().fault = text;
+      notices().fault_known.store(true);
+    } else if (status.MPI_TAG == kExitTag && notices().exit_notice.empty()) {
+      notices().exit_notice = text;
     }
   }
 }
@@ -76,42 +85,42 @@ void receive_arrived_locked() {
 }  // namespace
 
 void open_fault_notices() {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  if (g_comm != MPI_COMM_NULL) return;
-  HERD_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &g_comm));
-  HERD_MPI_CHECK(MPI_Comm_set_errhandler(g_comm, MPI_ERRORS_RETURN));
+  std::lock_guard<std::mutex> lock(notices().mutex);
+  if (notices().comm != MPI_COMM_NULL) return;
+  HERD_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &notices().comm));
+  HERD_MPI_CHECK(MPI_Comm_set_errhandler(notices().comm, MPI_ERRORS_RETURN));
 }
 
 void close_fault_notices() {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  if (g_comm == MPI_COMM_NULL || g_fault_known.load()) return;
-  HERD_MPI_WARN_IF_ERROR(MPI_Comm_free(&g_comm));
-  g_comm = MPI_COMM_NULL;
-  g_exit_notice.clear();
+  std::lock_guard<std::mutex> lock(notices().mutex);
+  if (notices().comm == MPI_COMM_NULL || notices().fault_known.load()) return;
+  HERD_MPI_WARN_IF_ERROR(MPI_Comm_free(&notices().comm));
+  notices().comm = MPI_COMM_NULL;
+  notices().exit_notice.clear();
 }
 
 std::string announce_fault(const std::string& text) {
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(notices().mutex);
   receive_arrived_locked();
-  if (g_fault_known.load()) return g_fault;
-  if (g_comm == MPI_COMM_NULL) return text;
-  g_fault = fmt::format("{}: {}", describe_self(), text);
-  g_fault_known.store(true);
-  send_to_everyone_locked(g_fault, kFaultTag);
-  return g_fault;
+  if (notices().fault_known.load()) return notices().fault;
+  if (notices().comm == MPI_COMM_NULL) return text;
+  notices().fault = fmt::format("{}: {}", describe_self(), text);
+  notices().fault_known.store(true);
+  send_to_everyone_locked(notices().fault, kFaultTag);
+  return notices().fault;
 }
 
 std::optional<std::string> known_fault() {
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(notices().mutex);
   receive_arrived_locked();
-  if (!g_fault_known.load()) return std::nullopt;
-  return g_fault;
+  if (!notices().fault_known.load()) return std::nullopt;
+  return notices().fault;
 }
 
-bool fault_known() { return g_fault_known.load(); }
+bool fault_known() { return notices().fault_known.load(); }
 
 void announce_exit_without_shutdown() {
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(notices().mutex);
   send_to_everyone_locked(fmt::format("{} exited without herd::shutdown", describe_self()),
                           kExitTag);
 }
@@ -120,10 +129,10 @@ std::optional<std::string> exit_notice(std::chrono::milliseconds patience) {
   const auto deadline = std::chrono::steady_clock::now() + patience;
   for (;;) {
     {
-      std::lock_guard<std::mutex> lock(g_mutex);
+      std::lock_guard<std::mutex> lock(notices().mutex);
       receive_arrived_locked();
-      if (!g_exit_notice.empty()) return g_exit_notice;
-      if (g_comm == MPI_COMM_NULL) return std::nullopt;
+      if (!notices().exit_notice.empty()) return notices().exit_notice;
+      if (notices().comm == MPI_COMM_NULL) return std::nullopt;
     }
     if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));

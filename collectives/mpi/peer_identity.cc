@@ -25,9 +25,17 @@ struct Identity {
   int64_t node = 0;  // the lowest world rank on the rank's machine
 };
 
-std::mutex g_mutex;
-std::vector<Identity> g_identities;  // by world rank
-int g_world_rank = -1;
+// Never destroyed: herd's runtime may be shut down from a static destructor
+// (src/api.cc), which may run after this file's would have.
+struct Table {
+  std::mutex mutex;
+  std::vector<Identity> identities;  // by world rank
+  int world_rank = -1;
+};
+Table& table() {
+  static Table* const instance = new Table;
+  return *instance;
+}
 
 }  // namespace
 
@@ -53,17 +61,17 @@ void record_peer_identities(MPI_Comm world) {
   std::vector<Identity> all(static_cast<std::size_t>(size));
   HERD_MPI_CHECK(MPI_Allgather(&mine, sizeof(Identity), MPI_BYTE, all.data(), sizeof(Identity),
                                MPI_BYTE, world));
-  std::lock_guard<std::mutex> lock(g_mutex);
-  g_identities = std::move(all);
-  g_world_rank = rank;
+  std::lock_guard<std::mutex> lock(table().mutex);
+  table().identities = std::move(all);
+  table().world_rank = rank;
 }
 
 std::string describe_rank(int world_rank) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  if (world_rank < 0 || static_cast<std::size_t>(world_rank) >= g_identities.size()) {
+  std::lock_guard<std::mutex> lock(table().mutex);
+  if (world_rank < 0 || static_cast<std::size_t>(world_rank) >= table().identities.size()) {
     return fmt::format("rank {}", world_rank);
   }
-  const Identity& identity = g_identities[static_cast<std::size_t>(world_rank)];
+  const Identity& identity = table().identities[static_cast<std::size_t>(world_rank)];
   return fmt::format("rank {} (host {}, pid {})", world_rank, identity.host.data(), identity.pid);
 }
 
@@ -94,13 +102,14 @@ bool peer_process_gone(MPI_Comm comm, int rank) {
   const int world_rank = world_rank_of(comm, rank);
   int64_t pid = 0;
   {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    if (world_rank < 0 || g_world_rank < 0 ||
-        static_cast<std::size_t>(world_rank) >= g_identities.size()) {
+    std::lock_guard<std::mutex> lock(table().mutex);
+    if (world_rank < 0 || table().world_rank < 0 ||
+        static_cast<std::size_t>(world_rank) >= table().identities.size()) {
       return false;
     }
-    const Identity& peer = g_identities[static_cast<std::size_t>(world_rank)];
-    if (peer.node != g_identities[static_cast<std::size_t>(g_world_rank)].node) return false;
+    const Identity& peer = table().identities[static_cast<std::size_t>(world_rank)];
+    if (peer.node != table().identities[static_cast<std::size_t>(table().world_rank)].node)
+      return false;
     pid = peer.pid;
   }
   return pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
@@ -109,8 +118,8 @@ bool peer_process_gone(MPI_Comm comm, int rank) {
 std::string describe_self() {
   int rank = -1;
   {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    rank = g_world_rank;
+    std::lock_guard<std::mutex> lock(table().mutex);
+    rank = table().world_rank;
   }
   if (rank < 0) return fmt::format("pid {}", getpid());
   return describe_rank(rank);

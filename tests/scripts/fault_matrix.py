@@ -29,6 +29,8 @@ Cases (name: ranks, fault):
   stop_short_np2     SIGSTOP rank 1 for less: every result exact (the twin)
   healthy_shm_np3, healthy_mpi_np3
                      no fault: every result exact (the twin of the kills)
+  healthy_np2        two allreduces and herd::shutdown on both ranks, exact
+                     (the twin of early_exit_np2 and shutdown_pending_np2)
   early_exit_np2     rank 0 returns from main without herd::shutdown; rank 1's
                      next allreduce fails naming it
   shutdown_pending_np2
@@ -75,6 +77,7 @@ CASES = {
     "kill_mpi_np3": Case(3, "loop", MPI_ONLY, elements=BIG, fault="kill"),
     "healthy_shm_np3": Case(3, "loop", iterations=200),
     "healthy_mpi_np3": Case(3, "loop", MPI_ONLY, iterations=200),
+    "healthy_np2": Case(2, "loop", iterations=2),
     "stop_long_mpi_np2": Case(2, "loop", MPI_ONLY, fault="stop", stop_s=TIMEOUT_S + 4.0),
     "stop_long_shm_np2": Case(2, "loop", fault="stop", stop_s=TIMEOUT_S + 4.0),
     "stop_short_np2": Case(2, "loop", MPI_ONLY, iterations=300, pause_ms=10, fault="stop",
@@ -89,7 +92,7 @@ def read_lines(out_dir, rank):
     path = os.path.join(out_dir, f"result.{rank}")
     if not os.path.exists(path):
         return []
-    with open(path) as f:
+    with open(path, errors="backslashreplace") as f:
         return f.read().splitlines()
 
 
