@@ -180,17 +180,31 @@ class MpiTransfer final : public PendingTransfer {
     if (direction_ == Direction::kSend) completed_ = posted_;
   }
 
-  // Cancelled receives complete at once, so waiting for them cannot hang. The
-  // transfer has failed already and this may run in its destructor, so a
-  // failure here is logged, not returned.
+  // A cancelled receive that no message has matched completes at once; one
+  // whose message is partly received (over TCP, a peer cut off in the middle
+  // of it) cannot be cancelled and may never complete. So completion is
+  // awaited for at most kCancelWait per receive, then the request is left to
+  // MPI: the job is over then (a timeout or a fault). The transfer has failed
+  // already and this may run in its destructor, so a failure here is logged,
+  // not returned.
   void cancel_posted_pieces() {
+    constexpr std::chrono::milliseconds kCancelWait{100};
     for (int64_t piece = completed_; piece < posted_; ++piece) {
       MPI_Request& request = requests_[static_cast<std::size_t>(piece)];
       const Status cancelled = HERD_MPI_STATUS(MPI_Cancel(&request));
-      if (cancelled.is_ok()) {
-        HERD_MPI_WARN_IF_ERROR(MPI_Wait(&request, MPI_STATUS_IGNORE));
-      } else {
+      if (!cancelled.is_ok()) {
         ::herd::detail::warn_if_failed(cancelled);
+        continue;
+      }
+      const auto deadline = std::chrono::steady_clock::now() + kCancelWait;
+      int done = 0;
+      while (!done && std::chrono::steady_clock::now() < deadline) {
+        const Status tested = HERD_MPI_STATUS(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+        if (!tested.is_ok()) {
+          ::herd::detail::warn_if_failed(tested);
+          break;
+        }
+        if (!done) std::this_thread::sleep_for(std::chrono::microseconds(100));
       }
     }
     completed_ = posted_;

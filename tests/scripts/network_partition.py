@@ -14,8 +14,11 @@ inside that namespace. Two runs:
   hosts' routes to each other become blackholes (packets vanish, as on a
   broken link, while each host still reaches the launcher), and with
   HERD_COLLECTIVE_TIMEOUT=3 both ranks must fail within the timeout and a
-  bound, each naming the other rank, and herd::shutdown must return within
-  a few seconds.
+  bound, each naming the other rank as "rank N (host H, pid P)", and
+  herd::shutdown must return within a few seconds. mpirun runs with
+  --enable-recovery and orte_abort_on_non_zero_status 0, so that the rank that
+  reports first, and ends with status 1, does not make mpirun end the other
+  before it has reported.
 
 Exits 77 (ctest's skip) where namespaces cannot be made: not root, no `ip`,
 or a kernel that refuses them. Removes every namespace and link it made.
@@ -84,6 +87,9 @@ def launch(mpiexec, flags, worker, agent, out_dir, iterations):
     )
     command = [
         mpiexec, *flags,
+        # Let a rank that reported and ended with status 1 leave its peer
+        # running until that one has reported too (mpirun would end it).
+        "--enable-recovery", "--mca", "orte_abort_on_non_zero_status", "0",
         "--mca", "rtc", "^hwloc",
         "--mca", "plm_rsh_agent", agent,
         "--mca", "btl", "tcp,self",
@@ -176,7 +182,7 @@ def partitioned_run(args, failures):
             if not TIMEOUT_S * 0.9 <= seconds <= TIMEOUT_S + SLACK_S:
                 failures.append(f"partition run: rank {rank} failed {seconds:.2f} s after its "
                                 f"last result; expected {TIMEOUT_S} to {TIMEOUT_S + SLACK_S}")
-            if f"rank {peer}" not in message or "no progress" not in message:
+            if f"rank {peer} (host " not in message or "no progress" not in message:
                 failures.append(f"partition run: rank {rank}'s message does not say it made no "
                                 f"progress waiting for rank {peer}: {message!r}")
             shutdown = [l for l in lines[1:] if l.startswith("shutdown ")]
