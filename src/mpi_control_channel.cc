@@ -51,7 +51,12 @@ Status MpiControlChannel::poll_until_done(Poll&& poll, const std::string& what) 
     bool done = false;
     bool moved = false;
     int waiting_for = -1;
-    HERD_RETURN_IF_ERROR(poll(&done, &moved, &waiting_for));
+    const Status polled = poll(&done, &moved, &waiting_for);
+    if (!polled.is_ok()) {
+      // An MPI failure ends the job as a timeout does: tell the others.
+      (void)collectives::announce_fault(polled.message());
+      return polled;
+    }
     if (done) return Status::ok();
     if (moved) {
       backoff.after_progress();

@@ -25,7 +25,7 @@
 // Once it sleeps it also looks for fault notices (fault_notice.h), failing at
 // once with the first fault it learns of, and fails on its own once nothing
 // has moved for the collective timeout (set_collective_timeout), naming the
-// peer, and announces that failure to the other ranks.
+// peer; every failure of a wait is announced to the other ranks.
 //
 // Every MPI return code is checked (mpi_check.h) and turned into a Status
 // naming the call, the file and line and MPI's text.
@@ -333,7 +333,6 @@ Status MpiTransfer::wait() {
                                       "for it",
                                       describe_peer(comm_, peer_)));
         abandon_posted_sends();
-        announce_fault(status_.message());
         break;
       }
     }
@@ -343,11 +342,13 @@ Status MpiTransfer::wait() {
                        std::chrono::duration<double>(timeout_).count(), describe_peer(comm_, peer_),
                        direction_ == Direction::kSend ? "receive" : "send"));
       abandon_posted_sends();
-      announce_fault(status_.message());
       break;
     }
   }
   send_queues_.remove(this);
+  // A failure here (a timeout, a peer gone, an MPI error) ends the job: tell
+  // the other ranks, unless it came from their notice.
+  if (!status_.is_ok()) (void)announce_fault(status_.message());
   return status_;
 }
 
