@@ -11,6 +11,8 @@
 //   error <seconds> <message>         an operation threw; seconds since the
 //                                     last exact result (or since it began)
 //   shutdown <seconds>                how long herd::shutdown took
+//   reinit <message>                  what herd::init then threw, after an
+//                                     error
 //   cpu <cpu seconds> wall <seconds>  (mode slow-peer) the process's CPU time
 //                                     and the wall time of the wait
 // Modes:
@@ -134,6 +136,15 @@ int main(int argc, char** argv) {
     out << "error " << seconds_since(last_good) << " " << error.what() << "\n";
     out.flush();
     timed_shutdown(out);
+    // After a fatal failure MPI is left unfinalized, and herd refuses to
+    // start on it again.
+    try {
+      herd::init();
+      out << "reinit started\n";
+    } catch (const herd::Error& refused) {
+      out << "reinit " << refused.what() << "\n";
+    }
+    out.flush();
     return 1;
   }
   out.flush();

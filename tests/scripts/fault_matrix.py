@@ -118,7 +118,7 @@ def named(rank, pid):
     return f"rank {rank} (host {socket.gethostname()}, pid {pid})"
 
 
-def check_error_line(failures, rank, lines, low_s, high_s, must_contain):
+def check_error_line(failures, rank, lines, low_s, high_s, must_contain, fatal=True):
     errors = [l for l in lines if l.startswith("error ")]
     if not errors:
         failures.append(f"rank {rank} wrote {lines!r}; expected an error")
@@ -138,6 +138,11 @@ def check_error_line(failures, rank, lines, low_s, high_s, must_contain):
     elif float(shutdowns[0].split()[1]) > SHUTDOWN_BOUND_S:
         failures.append(f"rank {rank}: herd::shutdown took {shutdowns[0].split()[1]} s, over "
                         f"{SHUTDOWN_BOUND_S} s")
+    # After a fatal failure herd leaves MPI unfinalized and refuses to start
+    # again in the process.
+    reinit = [l for l in lines if l.startswith("reinit ")]
+    if fatal and not (reinit and "cannot start again" in reinit[0]):
+        failures.append(f"rank {rank}: herd::init after the failure did not refuse: {reinit!r}")
 
 
 def require_ok(failures, rank, lines, results):
@@ -203,12 +208,12 @@ def check(name, case, out_dir, victim_pid, failures):
     elif case.mode == "early-exit":
         pid = ready_pid(out_dir, 0)
         check_error_line(failures, 1, lines[1], 0.0, SLACK_S,
-                         [f"exited without herd::shutdown", "rank 0 (host "])
+                         [f"exited without herd::shutdown", "rank 0 (host "], fatal=False)
         require_ok(failures, 0, lines[0], 1)
     elif case.mode == "shutdown-pending":
         check_error_line(failures, 1, lines[1], 0.0, SLACK_S,
                          ["herd was shut down (herd::shutdown on some rank) before the operation "
-                          "completed"])
+                          "completed"], fatal=False)
         require_ok(failures, 0, lines[0], 1)
     elif case.mode == "slow-peer":
         for rank in range(case.ranks):
