@@ -39,6 +39,11 @@ Cases (name: ranks, fault):
   slow_peer_np2      rank 0 sleeps 10 s before submitting: rank 1's result is
                      exact and its CPU time while waiting under a quarter of
                      the wall time
+  python_kill_mpi_np2, python_healthy_np2
+                     kill_mpi_np2 and its twin with WORKER the Python worker
+                     (tests/scripts/fault_worker.py, run by /usr/bin/python3
+                     with PYTHONPATH passed on), whose interpreter exits after
+                     herd.shutdown
 """
 import os
 import shutil
@@ -85,6 +90,10 @@ CASES = {
     "early_exit_np2": Case(2, "early-exit"),
     "shutdown_pending_np2": Case(2, "shutdown-pending"),
     "slow_peer_np2": Case(2, "slow-peer"),
+    # WORKER is tests/scripts/fault_worker.py: the interpreter's exit after
+    # the failure must end the process too.
+    "python_kill_mpi_np2": Case(2, "loop", MPI_ONLY, elements=BIG, fault="kill"),
+    "python_healthy_np2": Case(2, "loop", iterations=20),
 }
 
 
@@ -155,9 +164,14 @@ def run(name, case, mpiexec, worker, flags):
     env = dict(os.environ)
     env.update(case.env)
     env["HERD_COLLECTIVE_TIMEOUT"] = str(TIMEOUT_S)
+    forwarded = [*case.env, "HERD_COLLECTIVE_TIMEOUT"]
+    program = [worker]
+    if worker.endswith(".py"):
+        program = ["/usr/bin/python3", worker]
+        forwarded.append("PYTHONPATH")
     command = [mpiexec, *flags, *RECOVERY_FLAGS, "-np", str(case.ranks),
-               *sum((["-x", k] for k in [*case.env, "HERD_COLLECTIVE_TIMEOUT"]), []),
-               worker, out_dir, case.mode, str(case.elements), str(case.iterations),
+               *sum((["-x", k] for k in forwarded), []),
+               *program, out_dir, case.mode, str(case.elements), str(case.iterations),
                str(case.pause_ms)]
     log_path = os.path.join(out_dir, "mpiexec.log")
     failures = []
