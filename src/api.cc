@@ -17,6 +17,8 @@ namespace {
 // The C-style API needs one process-wide runtime; submissions share the lock,
 // init and shutdown take it alone so the runtime never dies under a caller.
 std::shared_mutex g_runtime_mutex;
+// Destroyed at the end of the process: a runtime still here then shuts
+// down as one the program left without herd::shutdown (Runtime::ShutdownCause).
 std::unique_ptr<detail::Runtime> g_runtime;
 bool g_was_shut_down = false;
 
@@ -61,7 +63,7 @@ void init() {
 
 void shutdown() {
   std::unique_lock<std::shared_mutex> lock(g_runtime_mutex);
-  running("shutdown").shutdown();
+  running("shutdown").shutdown(detail::Runtime::ShutdownCause::kCall);
   g_runtime.reset();
   g_was_shut_down = true;
 }
@@ -243,7 +245,7 @@ bool poll(const Handle& handle) {
 void wait(const Handle& handle) {
   if (!handle.valid()) throw Error("herd::wait: the handle refers to no operation");
   const Status status = handle.state()->wait();
-  if (!status.is_ok()) throw Error(status.message());
+  if (!status.is_ok()) throw Error(detail::name_the_rank_that_stopped(status.message()));
 }
 
 }  // namespace herd

@@ -249,9 +249,7 @@ const std::array<Setting, 17> kSettings = {{
      &auto_or_decimal_text},
     {"HERD_STALL_CHECK_TIME", "60",
      "Seconds a tensor may wait for other ranks before herd logs a warning "
-     "naming it and the ranks that have not submitted it; 0 turns the check off. "
-     "An allreduce through shared memory that has waited this long for a rank "
-     "inside the exchange fails instead, naming that rank.",
+     "naming it and the ranks that have not submitted it; 0 turns the check off.",
      [](const char* variable, std::string_view text, Config* config) {
        // Same grammar as HERD_CYCLE_TIME: a non-negative finite decimal.
        auto value = parse_non_negative_decimal(text);

@@ -5,9 +5,19 @@
 // never meet the set's data transfers, another set's or the application's.
 // Every MPI call is checked (collectives/mpi/mpi_check.h): a failure comes
 // back as Status with the call, file and line and MPI's error text.
+//
+// Every wait polls, pausing more and more between polls
+// (collectives/poll_backoff.h), and fails once no message has come for the
+// collective timeout (HERD_COLLECTIVE_TIMEOUT), naming the rank it waits for
+// as "rank N (host H, pid P)", or at once when another rank's fault notice
+// arrives (collectives/mpi/fault_notice.h). An idle rank's background thread
+// joins a round every cycle, so a round without progress for that long
+// means that a peer's herd is frozen, dead or cut off, not merely busy.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <mpi.h>
@@ -20,8 +30,10 @@ namespace herd::detail {
 class MpiControlChannel final : public ControlChannel {
  public:
   // Sets MPI_ERRORS_RETURN on `comm`; the caller keeps ownership of it.
-  // Throws herd::Error when MPI refuses.
-  explicit MpiControlChannel(MPI_Comm comm);
+  // `collective_timeout` 0 waits for ever. Throws herd::Error when MPI
+  // refuses.
+  explicit MpiControlChannel(
+      MPI_Comm comm, std::chrono::milliseconds collective_timeout = std::chrono::milliseconds{0});
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -32,7 +44,24 @@ class MpiControlChannel final : public ControlChannel {
   [[nodiscard]] Status broadcast_from_root(std::vector<uint8_t>* bytes) override;
 
  private:
+  // Calls poll(&done, &moved, &waiting_for) until done, pacing the polls;
+  // fails on a fault notice or after the timeout without a move, naming
+  // waiting_for. `what` opens every message.
+  template <typename Poll>
+  [[nodiscard]] Status poll_until_done(Poll&& poll, const std::string& what);
+  // Waits for every request; peers[i] is the rank requests[i] waits on.
+  [[nodiscard]] Status wait_all(std::vector<MPI_Request>* requests, const std::vector<int>& peers,
+                                const std::string& what);
+  // Sends to send_to and receives from receive_from (either may be -1: none).
+  [[nodiscard]] Status exchange(const void* send, int send_bytes, int send_to, void* receive,
+                                int receive_bytes, int receive_from, int tag,
+                                const std::string& what);
+  // Receives the next message of `peer` with `tag`, whatever its length.
+  [[nodiscard]] Status receive_any_length(int peer, int tag, std::vector<uint8_t>* bytes,
+                                          const std::string& what);
+
   MPI_Comm comm_;
+  std::chrono::milliseconds collective_timeout_;
   int rank_ = 0;
   int size_ = 1;
 };

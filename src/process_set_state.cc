@@ -1,5 +1,7 @@
 #include "src/process_set_state.h"
 
+#include <chrono>
+
 #include <fmt/format.h>
 
 #include "collectives/mpi/eager_limit.h"
@@ -12,6 +14,11 @@
 
 namespace herd::detail {
 namespace {
+
+std::chrono::milliseconds collective_timeout(const Config& config) {
+  return std::chrono::milliseconds(
+      static_cast<int64_t>(config.collective_timeout_seconds * 1000.0));
+}
 
 int rank_in(MPI_Comm comm) {
   int rank = 0;
@@ -35,7 +42,8 @@ ProcessSetState::ProcessSetState(int id, std::vector<int> ranks, MPI_Comm comm,
   transport_ = std::make_unique<collectives::MpiTransport>(
       data_comm_, collectives::kMaxMpiMessageBytes,
       collectives::agree_eager_piece_bytes(data_comm_, config.eager_piece_bytes));
-  control_ = std::make_unique<MpiControlChannel>(control_comm_);
+  transport_->set_collective_timeout(collective_timeout(config));
+  control_ = std::make_unique<MpiControlChannel>(control_comm_, collective_timeout(config));
   const ShmPath shm = make_shm_path(config);
   const std::string stop_reason =
       id_ == 0 ? "herd was shut down (herd::shutdown on some rank) before the operation completed"
@@ -58,8 +66,7 @@ ShmPath ProcessSetState::make_shm_path(const Config& config) {
   if (config.shm_allreduce_bytes == 0) return {};
   collectives::NodeShmOptions options;
   // A rank stuck this long inside an allreduce fails it instead of hanging.
-  options.stall_timeout =
-      std::chrono::milliseconds(static_cast<int64_t>(config.stall_check_seconds * 1000.0));
+  options.stall_timeout = collective_timeout(config);
   std::string why_not;
   node_shm_ = collectives::make_node_shm(data_comm_, options, &why_not);
   if (!node_shm_) {

@@ -1,15 +1,19 @@
 #include "src/runtime.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "collectives/mpi/fault_notice.h"
 #include "collectives/mpi/mpi_check.h"
+#include "collectives/mpi/peer_identity.h"
 #include "common/logging.h"
 #include "herd/error.h"
 #include "src/handle_state.h"
@@ -147,6 +151,12 @@ void require_same_on_every_rank(const char* call, const std::vector<int>& mine, 
 
 std::unique_ptr<Runtime> Runtime::start(const Config& config, const Status& config_read,
                                         const std::vector<std::string>& config_warnings) {
+  if (const std::optional<std::string> fault = collectives::known_fault()) {
+    throw Error(fmt::format(
+        "herd::init: herd stopped after a fatal failure in this process and left MPI as it was; "
+        "it cannot start again ({})",
+        *fault));
+  }
   int finalized = 0;
   HERD_MPI_CHECK(MPI_Finalized(&finalized));
   if (finalized) {
@@ -186,6 +196,8 @@ std::unique_ptr<Runtime> Runtime::start(const Config& config, const Status& conf
   // ~Runtime finalizes MPI if herd started it.
   fail_if_any_rank_has_a_problem(problem, runtime->size_);
   check_settings_agree(config, runtime->size_);
+  collectives::record_peer_identities(MPI_COMM_WORLD);
+  collectives::open_fault_notices();
   MPI_Comm local_comm;
   HERD_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, runtime->rank_,
                                      MPI_INFO_NULL, &local_comm));
@@ -233,23 +245,50 @@ std::unique_ptr<Runtime> Runtime::start(const Config& config, const Status& conf
            runtime->rank_, runtime->size_, runtime->local_rank_, runtime->local_size_,
            runtime->cross_rank_, runtime->cross_size_, config.fusion_threshold_bytes,
            config.cycle_time_ms);
+  runtime->started_ = true;
   return runtime;
 }
 
-void Runtime::shutdown() {
+void Runtime::shutdown(ShutdownCause cause) {
   if (stopped_) return;
   stopped_ = true;
+  if (cause == ShutdownCause::kExit && started_ && size_ > 1) {
+    collectives::announce_exit_without_shutdown();
+  }
   // Also reached from a start() that failed halfway: release what exists.
-  // Later sets first, the global set last.
+  // Later sets first, the global set last. After a fault every set's waits
+  // end at once, so this returns promptly.
   for (auto it = member_sets_.rbegin(); it != member_sets_.rend(); ++it) it->second->stop();
   member_sets_.clear();
   // Reached from ~Runtime too, so failures are logged, not thrown.
   if (registry_comm_ != MPI_COMM_NULL) HERD_MPI_WARN_IF_ERROR(MPI_Comm_free(&registry_comm_));
-  if (owns_mpi_) HERD_MPI_WARN_IF_ERROR(MPI_Finalize());
+  const std::optional<std::string> fault = collectives::known_fault();
+  if (!fault) collectives::close_fault_notices();
+  if (owns_mpi_ && fault) {
+    // MPI_Finalize waits for every rank, a frozen or lost one too.
+    HERD_LOG(kWarning,
+             "not finalizing MPI after a fatal failure ({}); the process ends without "
+             "MPI_Finalize",
+             *fault);
+  } else if (owns_mpi_) {
+    HERD_MPI_WARN_IF_ERROR(MPI_Finalize());
+  }
   HERD_LOG(kInfo, "shut down");
 }
 
-Runtime::~Runtime() { shutdown(); }
+Runtime::~Runtime() { shutdown(ShutdownCause::kExit); }
+
+std::string name_the_rank_that_stopped(const std::string& message) {
+  static const std::string kSomeRank = "herd::shutdown on some rank";
+  const std::size_t at = message.find(kSomeRank);
+  if (at == std::string::npos) return message;
+  const std::optional<std::string> notice =
+      collectives::exit_notice(std::chrono::milliseconds(100));
+  if (!notice) return message;
+  std::string named = message;
+  named.replace(at, kSomeRank.size(), *notice);
+  return named;
+}
 
 ProcessSet Runtime::global_process_set() const { return ProcessSet(); }
 

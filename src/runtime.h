@@ -38,9 +38,21 @@ class Runtime {
   static std::unique_ptr<Runtime> start(const Config& config, const Status& config_read,
                                         const std::vector<std::string>& config_warnings);
 
+  // How shutdown() was reached: herd::shutdown, or the end of the process
+  // without it (the static destructor of src/api.cc, or a failed start).
+  enum class ShutdownCause {
+    kCall,
+    kExit,
+  };
+
   // Stops every set's thread (failing what is pending), frees the
   // communicators and finalizes MPI if herd initialized it. Idempotent.
-  void shutdown();
+  // After a fatal failure (fault_notice.h) MPI is not finalized, so that no
+  // rank blocks in MPI_Finalize for a peer that is gone or frozen: the
+  // process ends without it (docs/errors.md, "Ending after a fatal
+  // failure"). A process that ends without herd::shutdown first tells the
+  // other ranks so, which name it in what fails on them.
+  void shutdown(ShutdownCause cause = ShutdownCause::kCall);
   ~Runtime();
 
   Runtime(const Runtime&) = delete;
@@ -119,7 +131,15 @@ class Runtime {
   std::map<int, std::vector<int>> set_ranks_;                    // every set of the job, by id
   std::map<int, std::unique_ptr<ProcessSetState>> member_sets_;  // the sets this rank is in
   int next_set_id_ = 1;
+  bool started_ = false;  // start() completed
   bool stopped_ = false;
 };
+
+// `message` (a failed operation's) with "herd::shutdown on some rank" made
+// precise where a peer has said that it exited without herd::shutdown
+// (fault_notice.h): "... (rank 1 (host h, pid p) exited without
+// herd::shutdown) ...". Waits briefly for the notice, which travels apart
+// from the shutdown itself.
+std::string name_the_rank_that_stopped(const std::string& message);
 
 }  // namespace herd::detail

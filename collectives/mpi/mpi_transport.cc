@@ -19,10 +19,13 @@
 // Progress: wait() never blocks inside MPI. It polls: every stream's oldest
 // in-flight piece with MPI_Test, refilling the streams, and then its own
 // oldest piece. So while any transfer is waited on, every queued send keeps
-// being posted. Once nothing has moved for kPollBeforeYield it yields the CPU
-// between polls, so that with more ranks than cores the peer it waits for can
-// run; not before, because a yield is a system call that costs about as much
-// as a whole small message between two ranks on one machine.
+// being posted. Between fruitless polls it spins, then yields, then sleeps
+// with growing pauses (collectives/poll_backoff.h), so that with more ranks
+// than cores the peer it waits for can run and a long wait costs little CPU.
+// Once it sleeps it also looks for fault notices (fault_notice.h), failing at
+// once with the first fault it learns of, and fails on its own once nothing
+// has moved for the collective timeout (set_collective_timeout), naming the
+// peer; every failure of a wait is announced to the other ranks.
 //
 // Every MPI return code is checked (mpi_check.h) and turned into a Status
 // naming the call, the file and line and MPI's text.
@@ -32,6 +35,7 @@
 #include <chrono>
 #include <deque>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -39,7 +43,10 @@
 
 #include <fmt/format.h>
 
+#include "collectives/mpi/fault_notice.h"
 #include "collectives/mpi/mpi_check.h"
+#include "collectives/mpi/peer_identity.h"
+#include "collectives/poll_backoff.h"
 #include "common/enforce.h"
 
 namespace herd::collectives {
@@ -58,7 +65,7 @@ class MpiTransfer final : public PendingTransfer {
  public:
   MpiTransfer(Direction direction, unsigned char* data, std::size_t bytes,
               std::size_t max_piece_bytes, MPI_Comm comm, int rank, int peer, int tag,
-              MpiSendQueues& send_queues)
+              MpiSendQueues& send_queues, std::chrono::milliseconds timeout)
       : direction_(direction),
         data_(data),
         bytes_(bytes),
@@ -68,6 +75,7 @@ class MpiTransfer final : public PendingTransfer {
         peer_(peer),
         tag_(tag),
         send_queues_(send_queues),
+        timeout_(timeout),
         num_pieces_(bytes == 0 ? 1
                                : static_cast<int64_t>(bytes / max_piece_bytes +
                                                       (bytes % max_piece_bytes != 0 ? 1 : 0))),
@@ -165,17 +173,38 @@ class MpiTransfer final : public PendingTransfer {
     if (direction_ == Direction::kReceive) cancel_posted_pieces();
   }
 
-  // Cancelled receives complete at once, so waiting for them cannot hang. The
-  // transfer has failed already and this may run in its destructor, so a
-  // failure here is logged, not returned.
+  // After a timeout or a fault the transfer gives up on its sends still in
+  // flight (a send cannot be cancelled): the job is over, and its requests
+  // are left to MPI.
+  void abandon_posted_sends() {
+    if (direction_ == Direction::kSend) completed_ = posted_;
+  }
+
+  // A cancelled receive that no message has matched completes at once; one
+  // whose message is partly received (over TCP, a peer cut off in the middle
+  // of it) cannot be cancelled and may never complete. So completion is
+  // awaited for at most kCancelWait per receive, then the request is left to
+  // MPI: the job is over then (a timeout or a fault). The transfer has failed
+  // already and this may run in its destructor, so a failure here is logged,
+  // not returned.
   void cancel_posted_pieces() {
+    constexpr std::chrono::milliseconds kCancelWait{100};
     for (int64_t piece = completed_; piece < posted_; ++piece) {
       MPI_Request& request = requests_[static_cast<std::size_t>(piece)];
       const Status cancelled = HERD_MPI_STATUS(MPI_Cancel(&request));
-      if (cancelled.is_ok()) {
-        HERD_MPI_WARN_IF_ERROR(MPI_Wait(&request, MPI_STATUS_IGNORE));
-      } else {
+      if (!cancelled.is_ok()) {
         ::herd::detail::warn_if_failed(cancelled);
+        continue;
+      }
+      const auto deadline = std::chrono::steady_clock::now() + kCancelWait;
+      int done = 0;
+      while (!done && std::chrono::steady_clock::now() < deadline) {
+        const Status tested = HERD_MPI_STATUS(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+        if (!tested.is_ok()) {
+          ::herd::detail::warn_if_failed(tested);
+          break;
+        }
+        if (!done) std::this_thread::sleep_for(std::chrono::microseconds(100));
       }
     }
     completed_ = posted_;
@@ -190,6 +219,7 @@ class MpiTransfer final : public PendingTransfer {
   const int peer_;
   const int tag_;
   MpiSendQueues& send_queues_;
+  const std::chrono::milliseconds timeout_;  // 0: wait for ever
   const int64_t num_pieces_;
   int64_t planned_;
   int64_t posted_ = 0;
@@ -276,31 +306,49 @@ class MpiSendQueues {
 
 // Polls until every piece is done (see Progress at the top of the file).
 Status MpiTransfer::wait() {
-  constexpr std::chrono::microseconds kPollBeforeYield{20};
   if (waited_) return status_;
   waited_ = true;
-  // Reading the clock costs about as much as a poll: look at it only every
-  // kPollsPerClockRead fruitless polls.
-  constexpr int64_t kPollsPerClockRead = 32;
-  // The length of the current run of fruitless polls, and when the clock
-  // was first read in it.
-  int64_t fruitless_polls = 0;
-  std::chrono::steady_clock::time_point idle_since;
+  PollBackoff backoff;
+  PollBackoff::Clock::time_point next_liveness_check{};
   while (!finished()) {
     bool moved = send_queues_.progress();
     if (direction_ == Direction::kReceive) {
       while (has_piece_in_flight() && complete_next_piece()) moved = true;
     }
     if (moved || finished()) {
-      fruitless_polls = 0;
+      backoff.after_progress();
       continue;
     }
-    if (++fruitless_polls % kPollsPerClockRead != 0) continue;
-    const auto now = std::chrono::steady_clock::now();
-    if (fruitless_polls == kPollsPerClockRead) idle_since = now;
-    if (now - idle_since > kPollBeforeYield) std::this_thread::yield();
+    if (!backoff.after_fruitless_poll()) continue;
+    if (const std::optional<std::string> fault = known_fault()) {
+      fail(describe() + "stopped: " + *fault);
+      abandon_posted_sends();
+      break;
+    }
+    const PollBackoff::Clock::time_point now = PollBackoff::Clock::now();
+    if (now >= next_liveness_check) {
+      next_liveness_check = now + kPeerLivenessInterval;
+      if (peer_process_gone(comm_, peer_)) {
+        fail(describe() + fmt::format("{} exited (its process is gone) while this rank waited "
+                                      "for it",
+                                      describe_peer(comm_, peer_)));
+        abandon_posted_sends();
+        break;
+      }
+    }
+    if (timeout_.count() > 0 && backoff.idle_for() > timeout_) {
+      fail(describe() +
+           fmt::format("no progress for {:.1f} s (HERD_COLLECTIVE_TIMEOUT) waiting for {} to {}",
+                       std::chrono::duration<double>(timeout_).count(), describe_peer(comm_, peer_),
+                       direction_ == Direction::kSend ? "receive" : "send"));
+      abandon_posted_sends();
+      break;
+    }
   }
   send_queues_.remove(this);
+  // A failure here (a timeout, a peer gone, an MPI error) ends the job: tell
+  // the other ranks, unless it came from their notice.
+  if (!status_.is_ok()) (void)announce_fault(status_.message());
   return status_;
 }
 
@@ -344,7 +392,7 @@ std::unique_ptr<PendingTransfer> MpiTransport::isend(const void* data, std::size
   auto* first = static_cast<unsigned char*>(const_cast<void*>(data));
   auto send = std::make_unique<detail::MpiTransfer>(detail::Direction::kSend, first, bytes,
                                                     piece_bytes_for(bytes), comm_, rank_, peer, tag,
-                                                    *send_queues_);
+                                                    *send_queues_, collective_timeout_);
   send_queues_->add(send.get());
   return send;
 }
@@ -353,7 +401,7 @@ std::unique_ptr<PendingTransfer> MpiTransport::irecv(void* data, std::size_t byt
                                                      int tag) {
   auto receive = std::make_unique<detail::MpiTransfer>(
       detail::Direction::kReceive, static_cast<unsigned char*>(data), bytes, piece_bytes_for(bytes),
-      comm_, rank_, peer, tag, *send_queues_);
+      comm_, rank_, peer, tag, *send_queues_, collective_timeout_);
   while (receive->has_unposted_piece()) {
     if (!receive->post_next_piece()) break;
   }

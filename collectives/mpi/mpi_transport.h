@@ -32,6 +32,7 @@
 // is too short.
 #pragma once
 
+#include <chrono>
 #include <climits>
 #include <cstddef>
 #include <cstdint>
@@ -67,6 +68,10 @@ class MpiTransport final : public Transport {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  // A wait in which nothing moved for `timeout` fails, naming the peer it
+  // waits for (HERD_COLLECTIVE_TIMEOUT); 0, the default, waits for ever.
+  // Applies to transfers posted after the call.
+  void set_collective_timeout(std::chrono::milliseconds timeout) { collective_timeout_ = timeout; }
   std::unique_ptr<PendingTransfer> isend(const void* data, std::size_t bytes, int peer,
                                          int tag) override;
   std::unique_ptr<PendingTransfer> irecv(void* data, std::size_t bytes, int peer, int tag) override;
@@ -80,6 +85,7 @@ class MpiTransport final : public Transport {
   int size_ = 1;
   std::size_t max_message_bytes_;
   std::size_t eager_piece_bytes_;
+  std::chrono::milliseconds collective_timeout_{0};
   std::unique_ptr<detail::MpiSendQueues> send_queues_;
 };
 

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include <fcntl.h>
@@ -12,8 +13,10 @@
 
 #include <fmt/format.h>
 
+#include "collectives/mpi/fault_notice.h"
 #include "collectives/mpi/mpi_check.h"
 #include "collectives/mpi/mpi_transport.h"
+#include "collectives/mpi/peer_identity.h"
 
 namespace herd::collectives {
 namespace {
@@ -123,8 +126,19 @@ std::unique_ptr<NodeShm> make_node_shm(MPI_Comm comm, const NodeShmOptions& opti
     *why_not = error.empty() ? "another rank could not map the shared memory" : error;
     return nullptr;
   }
-  return std::make_unique<NodeShm>(mapping, bytes, rank, ranks, options.slot_bytes,
-                                   options.stall_timeout, options.fixed_mode);
+  auto node_shm = std::make_unique<NodeShm>(mapping, bytes, rank, ranks, options.slot_bytes,
+                                            options.stall_timeout, options.fixed_mode);
+  // Names of the peers from their world ranks, fault notices in and out
+  // (fault_notice.h): a rank the group finds gone or frozen is a fault of
+  // the job, and a fault elsewhere ends the group's waits.
+  std::vector<std::string> names;
+  for (int j = 0; j < ranks; ++j) names.push_back(describe_peer(comm, j));
+  ShmWaitHooks hooks;
+  hooks.describe = [names](int j) { return names[static_cast<std::size_t>(j)]; };
+  hooks.fault = [] { return known_fault(); };
+  hooks.failed = [](const std::string& message) { (void)announce_fault(message); };
+  node_shm->group().set_wait_hooks(std::move(hooks));
+  return node_shm;
 }
 
 }  // namespace herd::collectives

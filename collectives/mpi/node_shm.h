@@ -38,7 +38,9 @@ class NodeShm {
 
 struct NodeShmOptions {
   std::size_t slot_bytes = kDefaultShmSlotBytes;
-  std::chrono::milliseconds stall_timeout{0};  // 0: wait for ever
+  // A wait in which a peer's counter has not moved for this long fails
+  // (herd passes HERD_COLLECTIVE_TIMEOUT); 0: wait for ever.
+  std::chrono::milliseconds stall_timeout{0};
   // Tests and benchmarks pin a line mode; by default rank 0 chooses it from
   // the times of earlier calls (collectives/shm/line_mode.h).
   std::optional<ShmLineMode> fixed_mode;
@@ -47,7 +49,8 @@ struct NodeShmOptions {
 // Every member gets a group, or every member gets null and *why_not says why
 // (one rank, ranks on several machines, or the shared memory could not be
 // made or mapped on some rank, with the call and its error). Collective over
-// `comm`.
+// `comm`. The group names its peers by their world ranks (peer_identity.h)
+// and exchanges fault notices (fault_notice.h).
 std::unique_ptr<NodeShm> make_node_shm(MPI_Comm comm, const NodeShmOptions& options,
                                        std::string* why_not);
 

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <thread>
+#include <string>
+#include <utility>
 
 #include <signal.h>
 
 #include <fmt/format.h>
 
+#include "collectives/poll_backoff.h"
 #include "common/enforce.h"
 #include "ops/stream_copy.h"
 
@@ -17,9 +19,7 @@ namespace {
 
 constexpr std::size_t kCacheLineBytes = 64;
 constexpr std::size_t kPageBytes = 4096;
-// While waiting, the clock is read once per this many polls, and the peers'
-// processes are checked once per kLivenessInterval.
-constexpr int kPollsPerClockRead = 256;
+// While waiting, the peers' processes are checked once per kLivenessInterval.
 constexpr std::chrono::milliseconds kLivenessInterval{100};
 
 std::size_t round_up(std::size_t value, std::size_t multiple) {
@@ -70,44 +70,61 @@ ShmAllreduceGroup::ShmAllreduceGroup(int rank, std::vector<void*> regions, std::
   sequence_ = controls_[static_cast<std::size_t>(rank_)]->arrived.value.load();
 }
 
+void ShmAllreduceGroup::set_wait_hooks(ShmWaitHooks hooks) { hooks_ = std::move(hooks); }
+
 Status ShmAllreduceGroup::wait_for_all(ShmCounter ShmRankControl::*counter, uint64_t sequence,
                                        const char* phase, int64_t chunk, int64_t chunks) {
   using Clock = std::chrono::steady_clock;
-  // The clock is read only once a wait has polled for a while: most waits
+  // The slow checks run only once a wait sleeps (PollBackoff): most waits
   // end within a few polls, two per chunk.
-  Clock::time_point start{};
   Clock::time_point next_liveness_check{};
   for (int j = 0; j < size(); ++j) {
     const std::atomic<uint64_t>& value = (controls_[static_cast<std::size_t>(j)]->*counter).value;
-    int polls = 0;
+    PollBackoff backoff;
     while (value.load(std::memory_order_acquire) < sequence) {
-      ++polls;
-      if (polls > kShmSpinsBeforeYield) std::this_thread::yield();
-      if (polls % kPollsPerClockRead != 0) continue;
+      if (!backoff.after_fruitless_poll()) continue;
       const Clock::time_point now = Clock::now();
-      if (start == Clock::time_point{}) {
-        start = now;
+      if (now >= next_liveness_check) {
         next_liveness_check = now + kLivenessInterval;
+        const uint64_t pid = controls_[static_cast<std::size_t>(j)]->pid.value.load();
+        if (process_exited(pid)) {
+          return fail_wait(
+              fmt::format(
+                  "shm allreduce: rank {} (pid {}) exited; rank {} was waiting for it to finish {} "
+                  "of chunk {} of {}",
+                  j, pid, rank_, phase, chunk, chunks) +
+              named(j));
+        }
       }
-      if (now < next_liveness_check) continue;
-      next_liveness_check = now + kLivenessInterval;
-      const uint64_t pid = controls_[static_cast<std::size_t>(j)]->pid.value.load();
-      if (process_exited(pid)) {
-        return Status::error(fmt::format(
-            "shm allreduce: rank {} (pid {}) exited; rank {} was waiting for it to finish {} "
-            "of chunk {} of {}",
-            j, pid, rank_, phase, chunk, chunks));
+      if (hooks_.fault) {
+        if (const std::optional<std::string> fault = hooks_.fault()) {
+          return Status::error(
+              fmt::format("shm allreduce: rank {} waiting for {} of chunk {} of "
+                          "{}: stopped: {}",
+                          rank_, phase, chunk, chunks, *fault));
+        }
       }
-      if (stall_timeout_.count() > 0 && now - start > stall_timeout_) {
-        return Status::error(fmt::format(
-            "shm allreduce: rank {} did not finish {} of chunk {} of {} within {} ms (rank {} "
-            "waiting; sequence {}, the peer is at {})",
-            j, phase, chunk, chunks, stall_timeout_.count(), rank_, sequence,
-            value.load(std::memory_order_acquire)));
+      if (stall_timeout_.count() > 0 && backoff.idle_for() > stall_timeout_) {
+        return fail_wait(
+            fmt::format(
+                "shm allreduce: rank {} did not finish {} of chunk {} of {} within {} ms "
+                "(HERD_COLLECTIVE_TIMEOUT; rank {} waiting; sequence {}, the peer is at {})",
+                j, phase, chunk, chunks, stall_timeout_.count(), rank_, sequence,
+                value.load(std::memory_order_acquire)) +
+            named(j));
       }
     }
   }
   return Status::ok();
+}
+
+std::string ShmAllreduceGroup::named(int rank) const {
+  return hooks_.describe ? "; it is " + hooks_.describe(rank) : std::string();
+}
+
+Status ShmAllreduceGroup::fail_wait(const std::string& message) const {
+  if (hooks_.failed) hooks_.failed(message);
+  return Status::error(message);
 }
 
 Status ShmAllreduceGroup::allreduce(const void* input, void* output, int64_t count,

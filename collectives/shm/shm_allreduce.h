@@ -39,16 +39,21 @@
 // life, so every rank must run the same allreduces in the same order.
 //
 // Waiting: a rank spins on the other ranks' counters (they arrive within
-// microseconds when every rank has a core), yielding after a while. A rank
-// that has not arrived after `stall_timeout` fails the call with its rank and
-// the chunk; a rank whose process has exited fails it at once.
+// microseconds when every rank has a core), then yields, then sleeps between
+// looks with growing pauses (collectives/poll_backoff.h). A rank whose
+// counter has not moved for `stall_timeout` (the collective timeout in herd)
+// fails the call with its rank and the chunk; a rank whose process has
+// exited fails it at once (checked every 100 ms while sleeping); a fault
+// known to the process (ShmWaitHooks::fault) fails it too.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "collectives/allreduce.h"
@@ -76,8 +81,17 @@ bool shm_streams_output(std::size_t bytes, std::size_t later_bytes);
 
 // Bytes of the chunks of a call with slots of `slot_bytes`.
 std::size_t shm_chunk_bytes(bool output_streams, std::size_t slot_bytes);
-// A peer's counter is read this many times before the waiter yields the core.
-constexpr int kShmSpinsBeforeYield = 64;
+
+// What a group's waits learn from outside the shared memory (all optional):
+// `describe` names a rank of the group for messages ("rank 1 (host h, pid
+// p)"); `fault` returns a fatal failure known to the process, which ends a
+// wait at once; `failed` hears of each failure a wait finds itself (a peer
+// gone or timed out), to tell the other ranks.
+struct ShmWaitHooks {
+  std::function<std::string(int rank)> describe;
+  std::function<std::optional<std::string>()> fault;
+  std::function<void(const std::string& message)> failed;
+};
 
 // One rank's part of the shared area: its counters, each on a cache line of
 // its own so that a rank publishing one does not disturb readers of another.
@@ -112,6 +126,8 @@ class ShmAllreduceGroup {
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(controls_.size()); }
   std::size_t slot_bytes() const { return slot_bytes_; }
+  // Before the first allreduce.
+  void set_wait_hooks(ShmWaitHooks hooks);
 
   // Reduces input (count elements of element_size bytes) over the group into
   // output, like collectives::allreduce: input == output is in place, else
@@ -127,10 +143,15 @@ class ShmAllreduceGroup {
   // Waits until every rank's counter (arrived or reduced) reaches sequence.
   [[nodiscard]] Status wait_for_all(ShmCounter ShmRankControl::*counter, uint64_t sequence,
                                     const char* phase, int64_t chunk, int64_t chunks);
+  // "; it is rank 1 (host h, pid p)" when hooks_ can name the rank.
+  std::string named(int rank) const;
+  // Tells hooks_.failed and returns the failure.
+  Status fail_wait(const std::string& message) const;
 
   int rank_;
   std::size_t slot_bytes_;
   std::chrono::milliseconds stall_timeout_;
+  ShmWaitHooks hooks_;
   std::optional<ShmLineMode> fixed_mode_;  // else rank 0's chooser_ decides
   ShmModeChooser chooser_;
   std::vector<ShmRankControl*> controls_;

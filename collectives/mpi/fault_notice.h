@@ -1,0 +1,56 @@
+// Fault notices: how a rank that stops tells every other rank why.
+//
+// When a rank's herd meets a fatal failure (a peer that timed out, died or
+// was cut off, an MPI error), it records the failure as this process's fault
+// and sends it, best effort, to every other rank on a communicator of its
+// own (a duplicate of MPI_COMM_WORLD, made by herd::init). Every wait of herd
+// for other ranks (the MPI transport, the control channel, the shared-memory
+// allreduce) looks for notices once it has waited a while (PollBackoff) and
+// fails at once with the first fault it learns of, so that a rank waiting on
+// a failed rank learns why instead of timing out. The first fault wins: a
+// later one, here or received, is not recorded. A fault stays for the life
+// of the process: herd cannot start again after one.
+//
+// A rank whose process exits without herd::shutdown sends an exit notice
+// instead (not a fault: the ranks still shut down together); the others then
+// name it in the failure of what was pending (exit_notice()).
+//
+// Sends are posted and never waited for (a dead or frozen peer never
+// completes them); their buffers live as long as the process. Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include <mpi.h>
+
+namespace herd::collectives {
+
+// Makes the notice communicator: collective over MPI_COMM_WORLD. Throws
+// herd::Error when MPI fails. Until then (programs that use the transports
+// without herd's runtime, such as the collectives' own tests) nothing is
+// recorded, sent or received.
+void open_fault_notices();
+// Frees the communicator, unless a fault is known (then sends may still be
+// pending on it, and MPI is not finalized anyway).
+void close_fault_notices();
+
+// Records `text` as this rank's fault unless one is known already, and sends
+// "<this rank>: <text>" to every other rank. Returns the fault that is now
+// known (`text` with this rank's name in front, or the earlier one).
+std::string announce_fault(const std::string& text);
+
+// The first fault known to this process, its own or one a peer sent (looks
+// for notices that have arrived); nullopt when there is none.
+std::optional<std::string> known_fault();
+// Whether a fault is known, without looking for new notices (no MPI call).
+bool fault_known();
+
+// Tells every other rank that this process exits without herd::shutdown.
+void announce_exit_without_shutdown();
+// The first exit notice received ("rank 1 (host h, pid p) exited without
+// herd::shutdown"), looking for new notices for up to `patience`.
+std::optional<std::string> exit_notice(std::chrono::milliseconds patience);
+
+}  // namespace herd::collectives
