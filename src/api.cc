@@ -68,6 +68,14 @@ void shutdown() {
   g_was_shut_down = true;
 }
 
+void shutdown_at_exit() {
+  std::unique_lock<std::shared_mutex> lock(g_runtime_mutex);
+  if (!g_runtime) return;
+  g_runtime->shutdown(detail::Runtime::ShutdownCause::kExit);
+  g_runtime.reset();
+  g_was_shut_down = true;
+}
+
 bool is_initialized() {
   std::shared_lock<std::shared_mutex> lock(g_runtime_mutex);
   return g_runtime != nullptr;

@@ -29,6 +29,14 @@ void init();
 // "shut down" error; every rank must call shutdown() before it exits.
 void shutdown();
 
+// Shuts herd down as a process that ends without herd::shutdown does: the
+// other ranks first learn that this rank exited without shutdown, so their
+// pending operations fail naming it. herd's own static destructor does this
+// for C++ programs; this entry is for language bindings whose exit hooks run
+// before C++ static destructors (herd's Python package calls it at
+// interpreter exit). A no-op when herd is not running.
+void shutdown_at_exit();
+
 bool is_initialized();
 
 int rank();

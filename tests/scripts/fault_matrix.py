@@ -39,8 +39,9 @@ Cases (name: ranks, fault):
   slow_peer_np2      rank 0 sleeps 10 s before submitting: rank 1's result is
                      exact and its CPU time while waiting under a quarter of
                      the wall time
-  python_kill_mpi_np2, python_healthy_np2
-                     kill_mpi_np2 and its twin with WORKER the Python worker
+  python_kill_mpi_np2, python_healthy_np2, python_early_exit_np2
+                     kill_mpi_np2, its twin and early_exit_np2 with WORKER the
+                     Python worker
                      (tests/scripts/fault_worker.py, run by /usr/bin/python3
                      with PYTHONPATH passed on), whose interpreter exits after
                      herd.shutdown
@@ -94,6 +95,7 @@ CASES = {
     # the failure must end the process too.
     "python_kill_mpi_np2": Case(2, "loop", MPI_ONLY, elements=BIG, fault="kill"),
     "python_healthy_np2": Case(2, "loop", iterations=20),
+    "python_early_exit_np2": Case(2, "early-exit"),
 }
 
 

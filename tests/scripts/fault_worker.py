@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """One rank of the Python fault cases of tests/scripts/fault_matrix.py.
 
-Usage: fault_worker.py OUT_DIR loop ELEMENTS ITERATIONS PAUSE_MS
+Usage: fault_worker.py OUT_DIR MODE ELEMENTS ITERATIONS PAUSE_MS
 
-The Python twin of tests/mpi/fault_worker.cc's mode `loop` (the same files
-and lines): allreduces of float32[ELEMENTS] through herd.numpy, each result
-checked against its closed form, until ITERATIONS results (0: until one
-fails). After an error it calls herd.shutdown, tries herd.init again, and
+The Python twin of tests/mpi/fault_worker.cc's modes `loop` and
+`early-exit` (the same files and lines). loop: allreduces of
+float32[ELEMENTS] through herd.numpy, each result checked against its closed
+form, until ITERATIONS results (0: until one fails). early-exit: one
+allreduce on every rank, then rank 0 returns without herd.shutdown, so the
+interpreter's exit shuts herd down, and the other ranks' next allreduce
+fails naming rank 0. After an error it calls herd.shutdown, tries herd.init again, and
 leaves the rest to the interpreter's exit, which must end the process.
 """
 import os
@@ -21,7 +24,7 @@ import herd.numpy as hn
 
 def main():
     out_dir, mode, elements, iterations, pause_ms = sys.argv[1:6]
-    if mode != "loop":
+    if mode not in ("loop", "early-exit"):
         print(f"fault_worker.py: unknown mode {mode!r}", file=sys.stderr)
         return 2
     elements, iterations, pause_ms = int(elements), int(iterations), int(pause_ms)
@@ -32,6 +35,8 @@ def main():
     last_good = time.monotonic()
     done = 0
     i = 0
+    if mode == "early-exit":
+        iterations = 1 if rank == 0 else 2
     try:
         while iterations == 0 or i < iterations:
             data = ((index + i + rank) % 64).astype(np.float32)
@@ -48,6 +53,9 @@ def main():
             time.sleep(pause_ms / 1000.0)
             i += 1
         out.write(f"ok {done}\n")
+        if mode == "early-exit" and rank == 0:
+            out.close()
+            return 0  # without herd.shutdown: the interpreter's exit hook runs it
     except herd.Error as error:
         out.write(f"error {time.monotonic() - last_good} {error}\n")
         out.flush()

@@ -116,4 +116,15 @@ def rocm_built():
     return False
 
 
-atexit.register(shutdown)
+def _shutdown_at_exit():
+    # The interpreter ends while herd still runs: the program did not call
+    # shutdown, and the other ranks are told so, naming this rank.
+    if _native.is_initialized():
+        from herd import handles, process_sets
+
+        _native.shutdown_at_exit()
+        handles.table.clear()
+        process_sets._forget_added_sets()
+
+
+atexit.register(_shutdown_at_exit)
