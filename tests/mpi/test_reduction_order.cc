@@ -10,7 +10,8 @@
 // (collectives/reduction_order.h) computed here from every rank's inputs by
 // the tests' own reference; the inputs make any other order round
 // differently. Averages must have the same bits in all four ways and on all
-// ranks. ctest runs it at 3 and 4 ranks with the shared-memory path, without
+// ranks. Last, rank 1 joins while the others sum: its place in the order
+// holds the identity. ctest runs it at 3 and 4 ranks with the shared-memory path, without
 // it (HERD_SHM_ALLREDUCE_BYTES=0), without fusion (HERD_FUSION_THRESHOLD=0),
 // with small fusion buffers, and with the ring alone
 // (HERD_SMALL_ALLREDUCE_BYTES=0).
@@ -41,9 +42,11 @@ float input_value(int rank, std::size_t t, int64_t i) {
   return herd::collectives::testing::order_sensitive_value(rank, i + 11 * static_cast<int64_t>(t));
 }
 
-float reference_sum(int size, std::size_t t, int64_t i) {
+// The reduction order's sum at index i of tensor t; a rank in `joined`
+// contributes the sum's identity, +0, instead of its input.
+float reference_sum(int size, std::size_t t, int64_t i, int joined = -1) {
   return herd::collectives::testing::reduction_order_reference<float>(
-      size, [t, i](int rank) { return input_value(rank, t, i); },
+      size, [t, i, joined](int rank) { return rank == joined ? 0.0f : input_value(rank, t, i); },
       herd::collectives::testing::add_floats);
 }
 
@@ -102,6 +105,29 @@ std::vector<std::vector<float>> reduce_all(Way way, ReduceOp op, int rank, int r
   return outputs;
 }
 
+// Rank 1 joins at once while the others reduce every tensor, then join: the
+// sums are the reduction order's with rank 1's value the identity, in its
+// place.
+void check_with_joined_rank(Recorder& rec, int rank, int size) {
+  constexpr int kJoined = 1;
+  if (rank == kJoined) {
+    herd::join();
+    return;
+  }
+  const auto sums = reduce_all(Way::kTogether, ReduceOp::kSum, rank, 1000);
+  herd::join();
+  for (std::size_t t = 0; t < kCounts.size(); ++t) {
+    CaseCheck c(rec, "sum of " + std::to_string(kCounts[t]) + " floats with rank 1 joined");
+    for (int64_t i = 0; i < kCounts[t]; ++i) {
+      const float want = reference_sum(size, t, i, kJoined);
+      const float got = sums[t][static_cast<std::size_t>(i)];
+      if (std::memcmp(&want, &got, sizeof(float)) != 0) {
+        c.mismatch(i, herd_test::double_string(want), herd_test::double_string(got));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -146,6 +172,7 @@ int main() {
             "differs from the average submitted together");
       }
     }
+    check_with_joined_rank(rec, rank, size);
   } catch (const std::exception& e) {
     rec.fail("main", std::string("threw: ") + e.what());
   }
