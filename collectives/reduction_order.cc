@@ -87,6 +87,10 @@ void fold_in_reduction_order(void* dst, const void* const* sources, int ranks, i
     }
     return;
   }
+  if (ranks == 2) {
+    reduce(dst, sources[0], sources[1], count);
+    return;
+  }
   const int64_t block_count =
       std::max<int64_t>(1, static_cast<int64_t>(kFoldBlockBytes / element_size));
   const std::size_t block_bytes = static_cast<std::size_t>(block_count) * element_size;

@@ -38,13 +38,17 @@ namespace herd::collectives::detail {
 // `count` elements of element_size bytes: sources[j] holds rank j's values.
 // dst may be one of the sources (it is written only by the last reduction,
 // which reads operands at the same element) but must not otherwise overlap
-// them. With one rank, copies sources[0] to dst. Intermediate values live in
-// a per-thread scratch of at most (log2(ranks) + 1) * kFoldBlockBytes.
+// them. With one rank, copies sources[0] to dst; with two, one reduction.
+// Intermediate values live in a per-thread scratch of at most
+// (log2(ranks) + 1) * kFoldBlockBytes.
 void fold_in_reduction_order(void* dst, const void* const* sources, int ranks, int64_t count,
                              std::size_t element_size, const ops::ReduceFn& reduce);
 
-// The fold runs over blocks of at most this many bytes, so that its
-// intermediate values stay in the L1/L2 cache between the reductions.
-constexpr std::size_t kFoldBlockBytes = 64 * 1024;
+// From 3 ranks on, the fold runs over blocks of at most this many bytes, so
+// that a block's intermediate values stay in the L1 cache between the
+// reductions: 8 KiB blocks folded as fast as a chain of reductions over the
+// whole buffer from 3 to 8 ranks, 64 KiB blocks up to 14 % slower
+// (docs/design/reduction-order.md).
+constexpr std::size_t kFoldBlockBytes = 8 * 1024;
 
 }  // namespace herd::collectives::detail
