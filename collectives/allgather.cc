@@ -11,7 +11,7 @@
 namespace herd::collectives {
 
 // The blocks are consecutive byte ranges of output (consecutive_ranges, with
-// one-byte elements). Rank r owns block r (shift 0): it starts the allgather
+// one-byte elements). Rank r owns block r: it starts the allgather
 // phase with its input copied there.
 Status ring_allgatherv(const void* input, void* output, const std::vector<int64_t>& bytes_per_rank,
                        Transport& transport, std::size_t segment_bytes) {
@@ -25,9 +25,8 @@ Status ring_allgatherv(const void* input, void* output, const std::vector<int64_
   detail::copy_block(detail::element_at(output, own.offset, kByte), input,
                      detail::byte_size(own.count, kByte));
   if (p == 1) return Status::ok();
-  constexpr int kOwnedBlockShift = 0;
   const detail::RingPhase phase{"ring allgatherv", detail::kRingAllgathervTag,
-                                detail::segment_count_for(segment_bytes, kByte), kOwnedBlockShift};
+                                detail::segment_count_for(segment_bytes, kByte)};
   return detail::ring_allgather_phase(output, blocks, kByte, transport, phase);
 }
 

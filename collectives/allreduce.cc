@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "collectives/chunking.h"
+#include "collectives/reduce_scatter_phase.h"
 #include "collectives/ring_phases.h"
 #include "collectives/tags.h"
 #include "collectives/transfer_util.h"
@@ -76,14 +77,13 @@ Status allreduce(void* buf, int64_t count, std::size_t element_size, const ops::
 }
 
 // Ring allreduce on p ranks: the buffer of `count` elements is cut into p
-// chunks (chunk_range), the blocks of the two ring phases (ring_phases.h),
-// and each chunk into segments of segment_count = segment_bytes /
-// element_size elements (at least one). Rank r owns chunk (r + 1) mod p:
-// p - 1 reduce-scatter steps leave it with the complete result of that
-// chunk, and p - 1 allgather steps then pass the finished chunks around the
-// ring. Each chunk is reduced along one path and finished on one rank, then
-// copied, so every rank ends with the same bits even for non-associative
-// float math.
+// chunks (chunk_range), the blocks of both phases, rank r owning chunk r. The
+// direct reduce-scatter (reduce_scatter_phase.h) leaves rank r with chunk r
+// folded in the reduction order and finished; p - 1 ring allgather steps
+// (ring_phases.h) then pass the finished chunks around. Each element is
+// reduced in the one order of reduction_order.h, whatever chunk and segment
+// it falls in, and copied from its owner, so every rank ends with the same
+// bits as recursive doubling and the shared-memory allreduce give.
 Status ring_allreduce(const void* input, void* output, int64_t count, std::size_t element_size,
                       const ops::ReduceFn& reduce, Transport& transport, std::size_t segment_bytes,
                       const FinishFn& finish) {
@@ -98,14 +98,15 @@ Status ring_allreduce(const void* input, void* output, int64_t count, std::size_
   chunks.reserve(static_cast<std::size_t>(p));
   for (int index = 0; index < p; ++index) chunks.push_back(chunk_range(count, p, index));
   const int64_t segment_count = detail::segment_count_for(segment_bytes, element_size);
-  constexpr int kOwnedChunkShift = 1;
+  const Range owned = chunks[static_cast<std::size_t>(transport.rank())];
 
-  const detail::RingPhase reduce_scatter{"ring allreduce", detail::kRingAllreduceReduceScatterTag,
-                                         segment_count, kOwnedChunkShift};
-  HERD_RETURN_IF_ERROR(detail::ring_reduce_scatter_phase(
-      input, output, chunks, element_size, reduce, transport, reduce_scatter, finish));
+  const detail::ReduceScatterPhase reduce_scatter{
+      "ring allreduce", detail::kRingAllreduceReduceScatterTag, segment_count};
+  HERD_RETURN_IF_ERROR(detail::direct_reduce_scatter_phase(
+      input, detail::element_at(output, owned.offset, element_size), chunks, element_size, reduce,
+      transport, reduce_scatter, finish));
   const detail::RingPhase allgather{"ring allreduce", detail::kRingAllreduceAllgatherTag,
-                                    segment_count, kOwnedChunkShift};
+                                    segment_count};
   return detail::ring_allgather_phase(output, chunks, element_size, transport, allgather);
 }
 

@@ -5,25 +5,35 @@
 // single tensor's output) after every rank agreed to reduce it. Every rank
 // must call with the same count, element size, reduction and options.
 //
-// Ring (bandwidth-optimal, 2(p-1) steps): the buffer is cut into one chunk per
-// rank. Reduce-scatter: in step s rank r sends chunk (r - s) mod p to its right
-// neighbour and receives chunk (r - s - 1) mod p from its left neighbour,
-// reducing it into its own copy; after p-1 steps rank r holds the complete
-// result for chunk (r + 1) mod p. Allgather: in step s rank r sends chunk
-// (r + 1 - s) mod p and receives chunk (r - s) mod p, overwriting its copy.
-// Each chunk travels as segments of at most segment_bytes, so the next
-// segment is in flight while the previous one is reduced.
+// Every algorithm here, and the shared-memory allreduce
+// (collectives/shm/shm_allreduce.h), combines the ranks' values of each
+// element in one fixed order (collectives/reduction_order.h): the result's
+// bits depend only on the ranks' inputs, never on the element's offset in
+// the buffer, the segment size, what else was fused with it or which
+// algorithm ran, and every rank ends with the same bits.
+//
+// Ring (bandwidth-optimal): the buffer is cut into one chunk per rank, rank
+// r owning chunk r. Reduce-scatter (collectives/reduce_scatter_phase.h):
+// every rank sends chunk c of its input straight to rank c, which folds the
+// p contributions in the reduction order, one segment of at most
+// segment_bytes at a time, the next segment arriving while one is folded.
+// Allgather (collectives/ring_phases.h): in p - 1 steps around the ring
+// (step s: rank r sends chunk (r - s) mod p to the right and receives chunk
+// (r - s - 1) mod p from the left) every rank gets every finished chunk.
+// Each rank sends and receives 2 (p - 1) / p of the buffer, as in the
+// classic ring.
 //
 // Out of place, the ring reads the input where it first needs it and never
-// copies it whole into the output (see ring_phases.h); recursive doubling
-// copies the input first. A `finish` function (an average's division, a
-// postscale) is applied exactly once to every element of the result: by the
-// ring to each segment of a rank's owned chunk as it completes, before the
-// allgather spreads it, so finishing costs no extra pass over the buffer.
+// copies it whole into the output; recursive doubling copies the input
+// first. A `finish` function (an average's division, a postscale) is applied
+// exactly once to every element of the result: by the ring to each segment
+// of a rank's owned chunk as it completes, before the allgather spreads it,
+// so finishing costs no extra pass over the buffer.
 //
 // Recursive doubling (latency-optimal, ceil(log2 p) steps, each exchanging
 // the whole buffer): chosen when the buffer is at most
 // small_message_threshold_bytes, by default small_allreduce_threshold(p).
+// Its pairwise combinations are the reduction order's tree.
 #pragma once
 
 #include <cstddef>

@@ -42,7 +42,7 @@ std::vector<Range> consecutive_ranges(const std::vector<int64_t>& counts);
 struct Where {
   const char* algorithm;
   const char* phase;
-  int64_t step;  // a ring step, a tree round or a chain segment
+  int64_t step;  // a ring step, a tree round or a segment (chain, direct reduce-scatter)
   int rank;
 };
 

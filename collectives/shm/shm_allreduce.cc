@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "collectives/poll_backoff.h"
+#include "collectives/reduction_order.h"
 #include "common/enforce.h"
 #include "ops/stream_copy.h"
 
@@ -189,12 +190,15 @@ Status ShmAllreduceGroup::allreduce(const void* input, void* output, int64_t cou
     const int64_t lo = share_begin(me);
     const int64_t mine_count = share_end(me) - lo;
     if (mine_count > 0) {
+      // In the reduction order (reduction_order.h), this rank's input read
+      // where it lies: the bits do not depend on which rank owns the share.
       uint8_t* dst = slot[me] + bytes_of(lo);
-      const uint8_t* own = in + offset + bytes_of(lo);
-      for (std::size_t k = 1; k < ranks; ++k) {
-        reduce(dst, k == 1 ? own : dst, slot[(me + k) % ranks] + bytes_of(lo), mine_count);
+      std::vector<const void*> sources(ranks);
+      for (std::size_t j = 0; j < ranks; ++j) {
+        sources[j] = j == me ? in + offset + bytes_of(lo) : slot[j] + bytes_of(lo);
       }
-      if (ranks == 1) std::memcpy(dst, own, bytes_of(mine_count));
+      detail::fold_in_reduction_order(dst, sources.data(), static_cast<int>(ranks), mine_count,
+                                      element_size, reduce);
       if (finish) finish(dst, mine_count);
     }
     mine.reduced.value.store(sequence, std::memory_order_release);

@@ -23,9 +23,9 @@
 //      chunk's sequence number;
 //   2. reduce: once every rank has arrived, rank r reduces share r of its
 //      own input (read where it lies) and of the other ranks' slots into its
-//      own slot (x_r op x_{r+1} op ... op x_{r-1}, a fixed order, so every
-//      rank ends with the same bits), applies `finish`, and publishes
-//      `reduced`;
+//      own slot in the reduction order of collectives/reduction_order.h (the
+//      same for every share, chunk and call, and the one the transport's
+//      algorithms use), applies `finish`, and publishes `reduced`;
 //   3. copy out: once every rank has reduced, every rank copies each share
 //      from the slot of the rank that reduced it into its output (with
 //      streaming stores as shm_streams_output says), and in

@@ -229,16 +229,17 @@ TEST_CASE("allreduce runs the algorithm choose_allreduce_algorithm picks", "[all
 }
 
 TEST_CASE("ring allreduce sends each chunk as segments of segment_bytes", "[allreduce][ring]") {
-  // 7 floats on 3 ranks: chunks of 3, 2, 2. Rank 0 sends chunks 0 and 2 in
-  // the reduce-scatter and chunks 1 and 0 in the allgather.
+  // 7 floats on 3 ranks: chunks of 3, 2, 2. Rank 0 sends chunks 1 and 2 to
+  // their owners in the reduce-scatter and chunks 0 and 2 around the ring in
+  // the allgather.
   std::string failure;
   AllreduceOptions options;
   options.small_message_threshold_bytes = 0;
   options.segment_bytes = 8;  // 2 floats: chunk 0 is two segments, the others one
-  CHECK(sends_per_rank(3, 7, options, &failure)[0] == 6);
+  CHECK(sends_per_rank(3, 7, options, &failure)[0] == 5);
   CHECK(failure == "");
   options.segment_bytes = 6;  // rounds down to 1 float: one segment per element
-  CHECK(sends_per_rank(3, 7, options, &failure)[0] == 10);
+  CHECK(sends_per_rank(3, 7, options, &failure)[0] == 9);
   CHECK(failure == "");
 }
 
@@ -265,13 +266,13 @@ std::vector<std::string> run_without_rank(int p, int absent, int64_t count,
 TEST_CASE("ring allreduce with a missing rank fails naming the phase, step, rank and peer",
           "[allreduce][ring][errors]") {
   const auto messages = run_without_rank(3, 2, 30, ring(kDefaultSegmentBytes));
-  // Rank 0 waits for its left neighbour, the missing rank 2, in step 0.
+  // Ranks 0 and 1 get their chunk's first segment from each other, then
+  // wait for the missing rank 2's.
   CHECK_THAT(messages[0], Catch::StartsWith("ring allreduce reduce-scatter step 0 (rank 0, "
                                             "recv from 2): "));
   CHECK_THAT(messages[0], Catch::Contains("from rank 2 to rank 0"));
-  // Rank 1 gets rank 0's step 0 chunk, then waits for its step 1 chunk.
-  CHECK_THAT(messages[1], Catch::StartsWith("ring allreduce reduce-scatter step 1 (rank 1, "
-                                            "recv from 0): "));
+  CHECK_THAT(messages[1], Catch::StartsWith("ring allreduce reduce-scatter step 0 (rank 1, "
+                                            "recv from 2): "));
 }
 
 TEST_CASE("recursive doubling allreduce with a missing rank fails naming the phase and peer",

@@ -3,7 +3,8 @@
 // chunks (fewer elements than ranks, shares not filling a cache line), slots
 // of one cache line up to the default, in place and out of place, several
 // calls in a row on one group, element sizes 1 to 8, `finish` applied once,
-// bit-identical results for non-associative float sums; and the two ways a
+// bit-identical results for non-associative float sums, each element in the
+// reduction order whatever share it falls in; and the two ways a
 // call fails: a rank that never arrives (the stall timeout) and a rank whose
 // process has exited.
 #include <algorithm>
@@ -30,6 +31,7 @@
 
 #include "collectives/shm/shm_allreduce.h"
 #include "collectives_test_util.h"
+#include "reduction_order_reference.h"
 
 namespace herd::collectives {
 namespace {
@@ -304,6 +306,40 @@ TEST_CASE("shm allreduce gives every rank the same bits for a non-associative fl
       INFO("rank " << rank << " index " << i);
       REQUIRE(std::memcmp(&results[rank][0].output[i], &results[0][0].output[i], sizeof(float)) ==
               0);
+    }
+  }
+}
+
+TEST_CASE("shm allreduce reduces every element in the reduction order, whatever its share",
+          "[shm][allreduce][reduction_order]") {
+  // Shares of one cache line (slots of one and three lines), short chunks
+  // and whole slots; the calls in a row shift where each index falls.
+  const auto value = [](int rank, int, int64_t i) {
+    return testing::order_sensitive_value(rank, i);
+  };
+  for (int p = 1; p <= 8; ++p) {
+    for (std::size_t slot_bytes : {std::size_t{64}, std::size_t{192}, kDefaultShmSlotBytes}) {
+      for (bool in_place : {false, true}) {
+        const std::vector<int64_t> counts = slot_bytes < 1024
+                                                ? std::vector<int64_t>{1, 17, 1001}
+                                                : std::vector<int64_t>{1, 17, 1001, 100003};
+        const auto results = run_shm<float>(p, slot_bytes, counts, in_place, value, float_sum());
+        INFO("p=" << p << " slot_bytes=" << slot_bytes << " in_place=" << in_place);
+        for (const auto& calls : results) {
+          for (const auto& call : calls) {
+            REQUIRE(call.status.message() == "");
+            std::string difference;
+            for (std::size_t i = 0; i < call.output.size() && difference.empty(); ++i) {
+              const float want = testing::order_sensitive_sum(p, static_cast<int64_t>(i));
+              if (std::memcmp(&want, &call.output[i], sizeof(float)) != 0) {
+                difference = fmt::format("index {} of {}: expected {}, actual {}", i,
+                                         call.output.size(), want, call.output[i]);
+              }
+            }
+            CHECK(difference == "");
+          }
+        }
+      }
     }
   }
 }
