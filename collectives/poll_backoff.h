@@ -6,7 +6,9 @@
 // one machine), then yields between polls until kSpinBeforeSleep, so that
 // with more ranks than cores the peer can run at once (a sleeping waiter
 // would make each of the shared-memory allreduce's many barriers cost a
-// timer wake-up there), and then sleeps between polls, kFirstSleep at first
+// timer wake-up there, and such a peer commonly waits a scheduler time slice
+// of a few milliseconds for its core), and then sleeps between polls,
+// kFirstSleep at first
 // and twice as long each time up to kLongestSleep. A rank that waits seconds
 // for a slow peer thus uses a few percent of a core instead of all of it,
 // and notices the answer at most kLongestSleep late.
@@ -27,27 +29,38 @@ class PollBackoff {
  public:
   using Clock = std::chrono::steady_clock;
   static constexpr std::chrono::microseconds kPollBeforeYield{20};
-  static constexpr std::chrono::microseconds kSpinBeforeSleep{1000};
+  static constexpr std::chrono::microseconds kSpinBeforeSleep{10000};
   static constexpr std::chrono::microseconds kFirstSleep{50};
   static constexpr std::chrono::microseconds kLongestSleep{1000};
   // Reading the clock costs about as much as a poll: while spinning, look at
   // it only once per this many fruitless polls.
   static constexpr int64_t kPollsPerClockRead = 32;
 
+  PollBackoff() = default;
+  // A wait whose peers are often descheduled (the shared-memory allreduce's
+  // barriers, where with more ranks than cores the peer may need this very
+  // core) yields after `poll_before_yield` instead.
+  explicit PollBackoff(std::chrono::microseconds poll_before_yield)
+      : poll_before_yield_(poll_before_yield) {}
+
   // Call after a poll that found nothing new. Returns true once the wait has
   // started sleeping (after each sleep): the moment for the slow checks.
   bool after_fruitless_poll() {
     if (sleep_.count() == 0) {
-      if (++polls_ % kPollsPerClockRead != 0) return false;
+      ++polls_;
+      if (yielding_) std::this_thread::yield();
+      if (polls_ % kPollsPerClockRead != 0) return false;
       const Clock::time_point now = Clock::now();
       if (polls_ == kPollsPerClockRead) {
         idle_since_ = now;
         return false;
       }
       const auto idle = now - idle_since_;
-      if (idle < kPollBeforeYield) return false;
+      if (idle < poll_before_yield_) return false;
       if (idle < kSpinBeforeSleep) {
-        std::this_thread::yield();
+        // From here on every fruitless poll yields: with more ranks than
+        // cores, the peer may be waiting for this very core.
+        yielding_ = true;
         return false;
       }
       sleep_ = kFirstSleep;
@@ -60,6 +73,7 @@ class PollBackoff {
   // Call when a poll found progress: the next idle run starts spinning again.
   void after_progress() {
     polls_ = 0;
+    yielding_ = false;
     sleep_ = std::chrono::microseconds{0};
   }
 
@@ -68,7 +82,9 @@ class PollBackoff {
   Clock::duration idle_for() const { return Clock::now() - idle_since_; }
 
  private:
+  std::chrono::microseconds poll_before_yield_ = kPollBeforeYield;
   int64_t polls_ = 0;
+  bool yielding_ = false;
   std::chrono::microseconds sleep_{0};
   Clock::time_point idle_since_{};
 };

@@ -81,7 +81,9 @@ Status ShmAllreduceGroup::wait_for_all(ShmCounter ShmRankControl::*counter, uint
   Clock::time_point next_liveness_check{};
   for (int j = 0; j < size(); ++j) {
     const std::atomic<uint64_t>& value = (controls_[static_cast<std::size_t>(j)]->*counter).value;
-    PollBackoff backoff;
+    // Yield from the first clock reading on: with more ranks than cores,
+    // spinning here keeps the peer this barrier waits for off the core.
+    PollBackoff backoff(std::chrono::microseconds{0});
     while (value.load(std::memory_order_acquire) < sequence) {
       if (!backoff.after_fruitless_poll()) continue;
       const Clock::time_point now = Clock::now();
