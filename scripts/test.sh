@@ -92,7 +92,7 @@ asan_targets=(test_common test_ops test_collectives test_core test_train test_ap
 # The threaded tests that run in one process: the background loop and the
 # control channel over in-process ranks (test_core), the collectives over the
 # in-process and shared-memory transports (test_collectives).
-tsan_tests='^test_(core|collectives)$'
+tsan_tests='^test_(core|collectives_tsan)$'
 tsan_targets=(test_core test_collectives)
 
 sanitizers_ok=1
