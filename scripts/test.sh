@@ -66,11 +66,13 @@ main_suite() {
 # HERD_SANITIZE=KIND (host code, no examples, benchmarks or Python), builds
 # TARGETS and runs the tests whose names match the regular expression TESTS.
 # The build folder's ctest sets the sanitizers' options and suppressions
-# (cmake/sanitize.cmake).
+# (cmake/sanitize.cmake). -O1 with line tables only compiles in less than
+# half the time of -O2 -g, and the reports still name function, file and line.
 sanitizer_stage() {
   local kind="$1" dir="$2" tests="$3"
   shift 3
   local configure_args=(-S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DHERD_SANITIZE=$kind"
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
     -DHERD_WITH_CUDA=OFF -DHERD_BUILD_EXAMPLES=OFF -DHERD_BUILD_BENCHMARKS=OFF
     -DHERD_BUILD_PYTHON=OFF)
   if [[ ! -f "$dir/CMakeCache.txt" ]]; then
