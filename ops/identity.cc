@@ -3,6 +3,7 @@
 // running, so that its share changes nothing.
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "common/enforce.h"
@@ -49,9 +50,17 @@ uint16_t sixteen_bit_identity(ReduceOp op, uint16_t zero, uint16_t one, uint16_t
   HERD_ENFORCE(false && "unknown ReduceOp");
 }
 
+// buf may start at any byte (ops/reduce.h); typed stores need T's alignment.
 template <typename T>
 void fill(void* buf, int64_t count, T value) {
-  std::fill_n(static_cast<T*>(buf), count, value);
+  if (reinterpret_cast<std::uintptr_t>(buf) % alignof(T) == 0) {
+    std::fill_n(static_cast<T*>(buf), count, value);
+    return;
+  }
+  auto* bytes = static_cast<unsigned char*>(buf);
+  for (int64_t i = 0; i < count; ++i) {
+    std::memcpy(bytes + static_cast<std::size_t>(i) * sizeof(T), &value, sizeof(T));
+  }
 }
 
 }  // namespace

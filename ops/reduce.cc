@@ -18,10 +18,18 @@
 //  - Floating min/max return NaN when either input is NaN, so a NaN on any
 //    rank reaches every rank instead of depending on which rank reduces
 //    first. Which zero min(+0, -0) returns is unspecified.
+//
+// Buffers need not be aligned to their element type (a tensor may start at
+// any byte, e.g. a NumPy view at an odd offset). The kernels read and write
+// through typed pointers, which requires that alignment, so such a call runs
+// its kernel on aligned staging blocks instead: memcpy in, kernel, memcpy out.
+// Aligned buffers, the usual case, go straight to the kernel.
 #include "ops/reduce.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -230,26 +238,85 @@ void divide_integer(T* buf, int64_t count, int64_t divisor) {
   }
 }
 
+// Bytes per staging block: small enough for the stack and L1, large enough
+// that the kernel's per-call cost is spread over many elements.
+constexpr std::size_t kStagingBytes = 8192;
+
+// Every herd element type is aligned to its size.
+bool aligned(const void* p, std::size_t element_bytes) {
+  return reinterpret_cast<std::uintptr_t>(p) % element_bytes == 0;
+}
+
+// kernel(dst, a, b, count) over aligned copies of a and b, a block at a
+// time. dst may be a or b: both blocks are copied in before dst's block is
+// written.
+void reduce_staged(KernelFn kernel, std::size_t element_bytes, void* dst, const void* a,
+                   const void* b, int64_t count) {
+  alignas(64) unsigned char a_block[kStagingBytes];
+  alignas(64) unsigned char b_block[kStagingBytes];
+  const auto per_block = static_cast<int64_t>(kStagingBytes / element_bytes);
+  for (int64_t begin = 0; begin < count; begin += per_block) {
+    const int64_t n = std::min(per_block, count - begin);
+    const std::size_t offset = static_cast<std::size_t>(begin) * element_bytes;
+    const std::size_t bytes = static_cast<std::size_t>(n) * element_bytes;
+    std::memcpy(a_block, static_cast<const unsigned char*>(a) + offset, bytes);
+    std::memcpy(b_block, static_cast<const unsigned char*>(b) + offset, bytes);
+    kernel(a_block, a_block, b_block, n);
+    std::memcpy(static_cast<unsigned char*>(dst) + offset, a_block, bytes);
+  }
+}
+
+void reduce(KernelFn kernel, std::size_t element_bytes, void* dst, const void* a, const void* b,
+            int64_t count) {
+  if (aligned(dst, element_bytes) && aligned(a, element_bytes) && aligned(b, element_bytes)) {
+    kernel(dst, a, b, count);
+  } else {
+    reduce_staged(kernel, element_bytes, dst, a, b, count);
+  }
+}
+
+// in_place(block, n) on aligned copies of buf, a block at a time.
+template <typename InPlace>
+void in_place_staged(void* buf, int64_t count, std::size_t element_bytes, InPlace in_place) {
+  alignas(64) unsigned char block[kStagingBytes];
+  const auto per_block = static_cast<int64_t>(kStagingBytes / element_bytes);
+  for (int64_t begin = 0; begin < count; begin += per_block) {
+    const int64_t n = std::min(per_block, count - begin);
+    unsigned char* at =
+        static_cast<unsigned char*>(buf) + static_cast<std::size_t>(begin) * element_bytes;
+    const std::size_t bytes = static_cast<std::size_t>(n) * element_bytes;
+    std::memcpy(block, at, bytes);
+    in_place(block, n);
+    std::memcpy(at, block, bytes);
+  }
+}
+
 }  // namespace
 
 void reduce_into(void* dst, const void* src, int64_t count, DataType dtype, ReduceOp op) {
   HERD_ENFORCE_GE(count, 0);
   if (count == 0) return;
-  select_kernel(dtype, op)(dst, dst, src, count);
+  reduce(select_kernel(dtype, op), element_size(dtype), dst, dst, src, count);
 }
 
 ReduceFn make_reduce_fn(DataType dtype, ReduceOp op) {
   const KernelFn kernel = select_kernel(dtype, op);
-  return [kernel](void* dst, const void* a, const void* b, int64_t count) {
+  const std::size_t element_bytes = element_size(dtype);
+  return [kernel, element_bytes](void* dst, const void* a, const void* b, int64_t count) {
     HERD_ENFORCE_GE(count, 0);
     if (count == 0) return;
-    kernel(dst, a, b, count);
+    reduce(kernel, element_bytes, dst, a, b, count);
   };
 }
 
 void scale(void* buf, int64_t count, DataType dtype, double factor) {
   HERD_ENFORCE_GE(count, 0);
   if (factor == 1.0 || count == 0) return;
+  if (!aligned(buf, element_size(dtype))) {
+    in_place_staged(buf, count, element_size(dtype),
+                    [&](void* block, int64_t n) { scale(block, n, dtype, factor); });
+    return;
+  }
   switch (dtype) {
     case DataType::kUInt8: return scale_integer(static_cast<uint8_t*>(buf), count, factor);
     case DataType::kInt8: return scale_integer(static_cast<int8_t*>(buf), count, factor);
@@ -274,6 +341,11 @@ void divide(void* buf, int64_t count, DataType dtype, int64_t divisor) {
   HERD_ENFORCE_GE(divisor, 1);
   HERD_ENFORCE_GE(count, 0);
   if (divisor == 1 || count == 0) return;
+  if (!aligned(buf, element_size(dtype))) {
+    in_place_staged(buf, count, element_size(dtype),
+                    [&](void* block, int64_t n) { divide(block, n, dtype, divisor); });
+    return;
+  }
   switch (dtype) {
     case DataType::kUInt8: return divide_integer(static_cast<uint8_t*>(buf), count, divisor);
     case DataType::kInt8: return divide_integer(static_cast<int8_t*>(buf), count, divisor);

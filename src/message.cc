@@ -162,6 +162,30 @@ class Reader : public ByteReader {
     }
     return ok() ? count : 0;
   }
+  // Fails when `a`'s elements (every member's, for a grouped allreduce) or
+  // their bytes do not fit in int64_t, so that num_elements() and
+  // num_bytes() of whatever decodes are defined. `at` is the entry's start.
+  void check_size(const CollectiveArguments& a, CollectiveType collective, std::size_t at) {
+    if (!ok()) return;
+    constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+    int64_t total = 0;
+    bool fits = true;
+    auto add = [&](const std::vector<int64_t>& shape) {
+      int64_t count = 1;
+      for (int64_t extent : shape) fits = fits && !__builtin_mul_overflow(count, extent, &count);
+      fits = fits && !__builtin_add_overflow(total, count, &total);
+    };
+    if (collective == CollectiveType::kGroupedAllreduce) {
+      for (const auto& member : a.group_shapes) add(member);
+    } else {
+      add(a.shape);
+    }
+    const auto element_bytes = static_cast<int64_t>(element_size(a.dtype));
+    if (!fits || total > kMax / element_bytes) {
+      fail(fmt::format("corrupt {} at byte {}: {} '{}' is larger than {} bytes", what(), at,
+                       to_string(collective), a.name, kMax));
+    }
+  }
   void finish() {
     if (ok() && remaining() != 0) {
       fail(fmt::format("corrupt {}: {} trailing bytes after byte {}", what(), remaining(),
@@ -274,12 +298,14 @@ Status decode(const uint8_t* data, std::size_t size, RequestList* list) {
   std::vector<Request> requests;
   requests.reserve(count);
   for (uint32_t i = 0; i < count && in.ok(); ++i) {
+    const std::size_t at = in.position();
     Request r;
     r.rank = in.i32();
     r.type = in.enumerator("collective", kLastCollectiveType);
     in.arguments(&r);
     r.splits = in.shape();
     r.group_shapes = in.shapes();
+    in.check_size(r, r.type, at);
     requests.push_back(std::move(r));
   }
   in.finish();
@@ -294,6 +320,7 @@ Status decode(const uint8_t* data, std::size_t size, ResponseList* list) {
   std::vector<Response> responses;
   responses.reserve(count);
   for (uint32_t i = 0; i < count && in.ok(); ++i) {
+    const std::size_t at = in.position();
     Response r;
     r.type = in.enumerator("response type", ResponseType::kError);
     r.collective = in.enumerator("collective", kLastCollectiveType);
@@ -301,6 +328,7 @@ Status decode(const uint8_t* data, std::size_t size, ResponseList* list) {
     r.rank_extents = in.shape();
     r.group_shapes = in.shapes();
     r.error_message = in.string();
+    in.check_size(r, r.collective, at);
     responses.push_back(std::move(r));
   }
   in.finish();

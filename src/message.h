@@ -5,7 +5,8 @@
 // rank 0 answers every rank with one ResponseList. Encoding is a compact
 // little-endian byte string (all ranks of a job share one architecture);
 // decoding checks every length and fails with a Status on a truncated or
-// corrupt message. Pure functions, tested without MPI.
+// corrupt message, or on a tensor whose size in bytes does not fit in
+// int64_t. Pure functions, tested without MPI.
 #pragma once
 
 #include <cstdint>

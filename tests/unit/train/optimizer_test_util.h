@@ -51,7 +51,9 @@ struct TinyModel {
 };
 
 inline bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  // memcmp must not see an empty vector's data(), which may be null.
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 // Each element of `actual` within a relative 1e-5 (absolute 1e-7 near zero)
