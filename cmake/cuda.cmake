@@ -21,7 +21,7 @@ set(HERD_CUDA FALSE)
 set(HERD_NCCL FALSE)
 
 if(NOT HERD_WITH_CUDA STREQUAL "OFF")
-  # The machine image keeps CUDA under /usr/local/cuda, off the PATH.
+  # CUDA's installers put it under /usr/local/cuda, off the PATH.
   if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
     set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc CACHE FILEPATH "CUDA compiler")
   endif()

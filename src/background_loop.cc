@@ -21,7 +21,7 @@ namespace {
 // first kGpuSpinLimit it looks again at once (yielding the core in between),
 // as cudaStreamSynchronize spins: a collective that ends within that time
 // completes within a microsecond of its event, where a sleep would add tens
-// of microseconds to one that takes 30 (64 MiB on one H200). After that it
+// of microseconds to one that itself takes tens. After that it
 // looks every kGpuPollInterval, which costs a longer collective at most
 // kGpuPollInterval / kGpuSpinLimit (2.5 %) and frees the core meanwhile.
 constexpr std::chrono::microseconds kGpuPollInterval{50};

@@ -11,8 +11,8 @@
 //
 // Eager pieces: Open MPI sends a message up to its eager limit (4 KiB with the
 // shared-memory transport, header included) at once, and a longer one through
-// a rendezvous (a handshake and a single copy by the kernel), which here costs
-// about 2 us more than the whole eager message. With eager_piece_bytes = E > 0,
+// a rendezvous (a handshake and a single copy by the kernel), which costs more
+// than the whole eager message. With eager_piece_bytes = E > 0,
 // a message of more than E and at most kEagerSplitPieces * E bytes goes as
 // pieces of E bytes (the last one shorter), so it is eager; longer messages
 // keep one piece, where the single copy wins. E comes from
@@ -47,9 +47,9 @@ namespace herd::collectives {
 constexpr std::size_t kMaxMpiMessageBytes = INT_MAX;
 // Posted, not yet completed send pieces per (peer, tag); see above.
 constexpr int64_t kMaxSendPiecesInFlight = 256;
-// Most pieces a message is cut into to stay under the eager limit: measured
-// here, two eager pieces beat one rendezvous message (8 KiB: 1.7 us against
-// 2.8 us), four do not (16 KiB: 3.4 us against 3.5 us).
+// Most pieces a message is cut into to stay under the eager limit: two eager
+// pieces beat one rendezvous message, four no longer do
+// (docs/design/mpi-transport.md).
 constexpr std::size_t kEagerSplitPieces = 2;
 
 namespace detail {
