@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "collectives/reduction_order.h"
+#include "collectives/thread_scratch.h"
 #include "collectives/transfer_util.h"
 #include "common/enforce.h"
 
@@ -18,21 +19,10 @@ namespace {
 // next one arrives.
 constexpr int kSegmentsInFlight = 2;
 
-// This thread's receive slots, at least `bytes` in all, kept from one call
-// to the next and never initialized: every byte is received before it is
-// read. Slots allocated per call were handed back to the kernel on free, so
-// each call filled fresh pages and paid a page fault per 4 KiB
-// (docs/design/ring-allreduce.md). A thread runs one reduce-scatter at a
-// time, so one set per thread suffices.
-unsigned char* receive_slots(std::size_t bytes) {
-  thread_local std::unique_ptr<unsigned char[]> storage;
-  thread_local std::size_t capacity = 0;
-  if (bytes > capacity) {
-    storage.reset(new unsigned char[bytes]);
-    capacity = bytes;
-  }
-  return storage.get();
-}
+// This thread's receive slots, at least `bytes` in all (thread_scratch.h):
+// every byte is received before it is read.
+struct ReceiveSlotsTag {};
+unsigned char* receive_slots(std::size_t bytes) { return thread_scratch<ReceiveSlotsTag>(bytes); }
 
 }  // namespace
 

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <memory>
 
+#include "collectives/thread_scratch.h"
 #include "common/enforce.h"
 
 namespace herd::collectives::detail {
@@ -14,16 +15,10 @@ namespace {
 // at most 31 levels, and the stack holds one value per level plus one.
 constexpr int kMaxPositions = 33;
 
-// This thread's scratch for intermediate values, at least `bytes` long.
-unsigned char* fold_scratch(std::size_t bytes) {
-  thread_local std::unique_ptr<unsigned char[]> storage;
-  thread_local std::size_t capacity = 0;
-  if (bytes > capacity) {
-    storage.reset(new unsigned char[bytes]);
-    capacity = bytes;
-  }
-  return storage.get();
-}
+// This thread's scratch for intermediate values, at least `bytes` long
+// (thread_scratch.h).
+struct FoldScratchTag {};
+unsigned char* fold_scratch(std::size_t bytes) { return thread_scratch<FoldScratchTag>(bytes); }
 
 // One value on the evaluation stack: a source or an intermediate value, and
 // the number of leaves' levels it spans (0: a leaf).
