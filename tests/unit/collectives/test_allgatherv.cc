@@ -77,7 +77,7 @@ std::string check_int32(int p, const std::vector<int64_t>& counts, std::size_t s
       });
 }
 
-TEST_CASE("ring allgatherv gathers uneven and empty blocks in rank order", "[allgatherv]") {
+TEST_CASE("ring allgatherv gathers uneven and empty blocks in rank order", "[allgatherv][sweep]") {
   // One int32, three, five, and the default.
   for (std::size_t segment_bytes :
        {std::size_t{4}, std::size_t{12}, std::size_t{20}, kDefaultSegmentBytes}) {
@@ -93,7 +93,8 @@ TEST_CASE("ring allgatherv gathers uneven and empty blocks in rank order", "[all
   }
 }
 
-TEST_CASE("ring allgatherv in place: each rank's input already in its block", "[allgatherv]") {
+TEST_CASE("ring allgatherv in place: each rank's input already in its block",
+          "[allgatherv][sweep]") {
   for (int p : kRankCounts) {
     for (const BlockPattern& pattern : kPatterns) {
       CAPTURE(p, pattern.name);

@@ -74,7 +74,7 @@ std::string check_int32_extreme(int p, int64_t count, const AllreduceFn& algorit
 }
 
 TEST_CASE("ring allreduce sums float32 for every rank count, count and segment size",
-          "[allreduce][ring]") {
+          "[allreduce][ring][sweep]") {
   for (int p : kRankCounts) {
     for (int64_t count : kCounts) {
       for (std::size_t segment_bytes : kSegmentBytes) {
@@ -85,7 +85,7 @@ TEST_CASE("ring allreduce sums float32 for every rank count, count and segment s
   }
 }
 
-TEST_CASE("ring allreduce takes int32 max and min", "[allreduce][ring]") {
+TEST_CASE("ring allreduce takes int32 max and min", "[allreduce][ring][sweep]") {
   for (int p : kRankCounts) {
     for (int64_t count : kCounts) {
       for (std::size_t segment_bytes : kSegmentBytes) {
@@ -126,7 +126,8 @@ TEST_CASE("recursive doubling allreduce takes int32 max and min",
   }
 }
 
-TEST_CASE("allreduce of float sums of non-integers is bit-identical on every rank", "[allreduce]") {
+TEST_CASE("allreduce of float sums of non-integers is bit-identical on every rank",
+          "[allreduce][sweep]") {
   // Values whose float sums depend on the order of the additions.
   auto input = [](int rank, int64_t i) {
     return static_cast<float>(std::sin(0.37 * static_cast<double>(i) + 1.3 * rank) * 100.0 / 3.0);
@@ -387,7 +388,7 @@ std::string check_out_of_place(int p, int64_t count, std::size_t segment_bytes,
 }
 
 TEST_CASE("ring allreduce out of place finishes every element once, input untouched",
-          "[allreduce][ring]") {
+          "[allreduce][ring][sweep]") {
   for (int p : kRankCounts) {
     for (int64_t count : kCounts) {
       for (std::size_t segment_bytes : kSegmentBytes) {

@@ -66,7 +66,8 @@ TEST_CASE("binomial broadcast from every root", "[broadcast][binomial]") {
   }
 }
 
-TEST_CASE("chain broadcast from every root with tiny and default segments", "[broadcast][chain]") {
+TEST_CASE("chain broadcast from every root with tiny and default segments",
+          "[broadcast][chain][sweep]") {
   for (int p : kRankCounts) {
     for (int root = 0; root < p; ++root) {
       for (std::size_t bytes : kSizes) {

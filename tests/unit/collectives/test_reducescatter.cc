@@ -112,7 +112,8 @@ std::string check_int32_max(int p, const std::vector<int64_t>& counts, std::size
       });
 }
 
-TEST_CASE("ring reducescatter sums float32 into uneven and empty blocks", "[reducescatter]") {
+TEST_CASE("ring reducescatter sums float32 into uneven and empty blocks",
+          "[reducescatter][sweep]") {
   for (int p : kRankCounts) {
     for (const BlockPattern& pattern : patterns()) {
       for (std::size_t segment_bytes : kSegmentBytes) {
@@ -123,7 +124,8 @@ TEST_CASE("ring reducescatter sums float32 into uneven and empty blocks", "[redu
   }
 }
 
-TEST_CASE("ring reducescatter takes int32 max into uneven and empty blocks", "[reducescatter]") {
+TEST_CASE("ring reducescatter takes int32 max into uneven and empty blocks",
+          "[reducescatter][sweep]") {
   for (int p : kRankCounts) {
     for (const BlockPattern& pattern : patterns()) {
       for (std::size_t segment_bytes : kSegmentBytes) {
@@ -145,7 +147,7 @@ TEST_CASE("ring reducescatter in place: output is the rank's block of the input"
 }
 
 TEST_CASE("ring reducescatter float sums are bit-identical to the reduction order",
-          "[reducescatter]") {
+          "[reducescatter][sweep]") {
   // Non-integers, whose float sums depend on the order of the additions.
   auto input = [](int rank, int64_t i) {
     return static_cast<float>(std::sin(0.37 * static_cast<double>(i) + 1.3 * rank) * 100.0 / 3.0);

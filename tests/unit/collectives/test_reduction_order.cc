@@ -129,7 +129,8 @@ std::string check_reference(int p, const std::vector<testing::RankResult<float>>
 
 const std::vector<int64_t> kCounts = {1, 2, 7, 100, 1001, 20011};
 
-TEST_CASE("ring allreduce reduces every element in the reduction order", "[reduction_order]") {
+TEST_CASE("ring allreduce reduces every element in the reduction order",
+          "[reduction_order][sweep]") {
   // One element per segment, three, 1 KiB, the default.
   for (int p = 2; p <= 9; ++p) {
     for (std::size_t segment_bytes :

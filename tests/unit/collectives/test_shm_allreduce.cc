@@ -138,7 +138,7 @@ float small_sum(int p, int call, int64_t i) {
 }
 
 TEST_CASE("shm allreduce sums float32 for every rank count, count and slot size",
-          "[shm][allreduce]") {
+          "[shm][allreduce][sweep]") {
   const std::vector<int64_t> counts = {0, 1, 2, 3, 15, 16, 17, 100, 1000, 65539};
   for (int p : {1, 2, 3, 4, 5, 8}) {
     // One cache line, three lines (shares of a line or none), the default.
@@ -311,7 +311,7 @@ TEST_CASE("shm allreduce gives every rank the same bits for a non-associative fl
 }
 
 TEST_CASE("shm allreduce reduces every element in the reduction order, whatever its share",
-          "[shm][allreduce][reduction_order]") {
+          "[shm][allreduce][reduction_order][sweep]") {
   // Shares of one cache line (slots of one and three lines), short chunks
   // and whole slots; the calls in a row shift where each index falls.
   const auto value = [](int rank, int, int64_t i) {
