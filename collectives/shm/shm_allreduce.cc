@@ -157,6 +157,8 @@ Status ShmAllreduceGroup::allreduce(const void* input, void* output, int64_t cou
     mine.mode.value.store(static_cast<uint64_t>(mode), std::memory_order_relaxed);
   }
 
+  // Each chunk's operands for the fold, allocated once per call.
+  std::vector<const void*> sources(ranks);
   for (int64_t chunk = 0; chunk < chunks; ++chunk) {
     const int64_t first = chunk * chunk_count;
     const int64_t n = std::min(chunk_count, count - first);
@@ -195,7 +197,6 @@ Status ShmAllreduceGroup::allreduce(const void* input, void* output, int64_t cou
       // In the reduction order (reduction_order.h), this rank's input read
       // where it lies: the bits do not depend on which rank owns the share.
       uint8_t* dst = slot[me] + bytes_of(lo);
-      std::vector<const void*> sources(ranks);
       for (std::size_t j = 0; j < ranks; ++j) {
         sources[j] = j == me ? in + offset + bytes_of(lo) : slot[j] + bytes_of(lo);
       }
