@@ -3,9 +3,11 @@
 #   include/herd/train.h, train/  the training library's API
 #   <libdir>/libherd.so*          the shared library (target herd)
 #   <libdir>/libherd_train.so*    the training library (target herd_train)
+#   include/herd/kvstore.h        the KVStore's API
+#   <libdir>/libherd_kvstore.so*  the KVStore (target herd_kvstore)
 #   <libdir>/cmake/herd/          the CMake package: find_package(herd CONFIG)
 #                                 gives the imported targets herd::herd and
-#                                 herd::train
+#                                 herd::train and herd::kvstore
 #   bin/herd-train                the training job, when examples are built
 #   bin/herd-bench                the benchmark, when benchmarks are built
 #   libexec/herd/allreduce_demo   the demo, when examples are built (kept out
@@ -25,6 +27,7 @@ set(HERD_INSTALL_EXAMPLESDIR ${CMAKE_INSTALL_LIBEXECDIR}/herd)
 # stay on the RPATH.
 set_target_properties(herd PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
 set_target_properties(herd_train PROPERTIES INSTALL_RPATH "$ORIGIN" INSTALL_RPATH_USE_LINK_PATH ON)
+set_target_properties(herd_kvstore PROPERTIES INSTALL_RPATH "$ORIGIN" INSTALL_RPATH_USE_LINK_PATH ON)
 
 # herd_install_program(<target> <destination>): installs a program into
 # <destination> (relative to the prefix) with an RPATH that leads from there to
@@ -37,7 +40,7 @@ function(herd_install_program target destination)
   install(TARGETS ${target} RUNTIME DESTINATION ${destination})
 endfunction()
 
-install(TARGETS herd herd_train EXPORT herdTargets
+install(TARGETS herd herd_train herd_kvstore EXPORT herdTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -39,10 +39,12 @@ LAYERS = {
     "api": (["src/api*.cc", "include/herd/"],
             ["core", "collectives", "ops", "common"]),
     "train": (["train/", "include/herd/train/", "include/herd/train.h"], ["api", "common"]),
-    "bindings": (["bindings/"], ["api"]),
-    "examples": (["examples/"], ["train", "api"]),
-    "benchmarks": (["benchmarks/"], ["api", "collectives", "ops", "common"]),
-    "tests": (["tests/"], ["benchmarks", "examples", "bindings", "train", "api", "core",
+    "kvstore": (["kvstore/", "include/herd/kvstore.h", "include/herd/kvstore/"],
+                ["train", "api", "common"]),
+    "bindings": (["bindings/"], ["kvstore", "train", "api"]),
+    "examples": (["examples/"], ["kvstore", "train", "api"]),
+    "benchmarks": (["benchmarks/"], ["kvstore", "train", "api", "collectives", "ops", "common"]),
+    "tests": (["tests/"], ["benchmarks", "examples", "bindings", "kvstore", "train", "api", "core",
                            "collectives", "ops", "common"]),
 }
 
