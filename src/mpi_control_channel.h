@@ -44,26 +44,37 @@ class MpiControlChannel final : public ControlChannel {
   [[nodiscard]] Status broadcast_from_root(std::vector<uint8_t>* bytes) override;
 
  private:
+  // Which collective a wait belongs to, for its messages: "rank 1 of 3:
+  // <name> of <words> words: " (words < 0: not said). Formatted only when
+  // something fails, so that a healthy round allocates nothing for it.
+  struct Round {
+    const char* name;
+    int64_t words;
+  };
+  std::string describe(const Round& round) const;
+  // `status`, with the round's text in front when it failed.
+  Status in_round(Status status, const Round& round) const;
+
   // Calls poll(&done, &moved, &waiting_for) until done, pacing the polls;
   // fails on a fault notice or after the timeout without a move, naming
-  // waiting_for. `what` opens every message.
+  // waiting_for.
   template <typename Poll>
-  [[nodiscard]] Status poll_until_done(Poll&& poll, const std::string& what);
-  // Waits for every request; peers[i] is the rank requests[i] waits on.
-  [[nodiscard]] Status wait_all(std::vector<MPI_Request>* requests, const std::vector<int>& peers,
-                                const std::string& what);
+  [[nodiscard]] Status poll_until_done(Poll&& poll, const Round& round);
+  // Waits for the `count` requests; peers[i] is the rank requests[i] waits on.
+  [[nodiscard]] Status wait_all(MPI_Request* requests, const int* peers, std::size_t count,
+                                const Round& round);
   // Sends to send_to and receives from receive_from (either may be -1: none).
   [[nodiscard]] Status exchange(const void* send, int send_bytes, int send_to, void* receive,
-                                int receive_bytes, int receive_from, int tag,
-                                const std::string& what);
+                                int receive_bytes, int receive_from, int tag, const Round& round);
   // Receives the next message of `peer` with `tag`, whatever its length.
   [[nodiscard]] Status receive_any_length(int peer, int tag, std::vector<uint8_t>* bytes,
-                                          const std::string& what);
+                                          const Round& round);
 
   MPI_Comm comm_;
   std::chrono::milliseconds collective_timeout_;
   int rank_ = 0;
   int size_ = 1;
+  std::vector<uint64_t> agree_scratch_;  // the partner's words in and_allreduce
 };
 
 }  // namespace herd::detail

@@ -390,6 +390,56 @@ def test_optimizer_submission_failing_in_a_hook_on_one_rank(grouped, shared_dir,
                                                   dtype=torch.float64))
 
 
+class SGDFailingOn(torch.optim.SGD):
+    """torch.optim.SGD whose step raises on one rank while ``failing`` is set."""
+
+    def __init__(self, params, rank_that_fails, **options):
+        super().__init__(params, **options)
+        self.rank_that_fails = rank_that_fails
+        self.failing = True
+
+    def step(self, closure=None):
+        if self.failing and herd.rank() == self.rank_that_fails:
+            raise ValueError("the update diverged here")
+        return super().step(closure)
+
+
+def test_wrapped_optimizer_step_failing_on_one_rank(shared_dir, rank, size):
+    """The wrapped optimizer's own step raises on one rank after the gradients were
+    reduced: that rank raises at once, the others step; in the next step every rank
+    raises, the failed rank saying its parameters differ and the others naming it."""
+    bad = size - 1
+    weight = torch.nn.Parameter(torch.zeros(2, dtype=torch.float64))
+    optimizer = hvd.DistributedOptimizer(SGDFailingOn([weight], bad, lr=1.0),
+                                         named_parameters=[("weight", weight)])
+    ((rank + 1) * weight.sum()).backward()
+    if rank == bad:
+        with pytest.raises(ValueError, match="the update diverged here"):
+            optimizer.step()
+    else:
+        optimizer.step()
+    optimizer.failing = False
+    optimizer.zero_grad()
+    ((rank + 1) * weight.sum()).backward()
+    records = record_failure(shared_dir, optimizer.step)
+    check_records(records, {bad},
+                  lambda r: ("RuntimeError",
+                             "the wrapped optimizer's step() failed on this rank in the "
+                             "previous step (ValueError: the update diverged here), so this "
+                             "rank's parameters differ from the other ranks'"),
+                  lambda recs: "herd.torch.DistributedOptimizer.synchronize "
+                               "'DistributedOptimizer.gradients', submit: "
+                               f"{failed_ranks_text(recs, {bad})}")
+    # Told once: the next step reduces and applies on every rank. The failed rank missed
+    # the first update (the mean gradient, (size + 1) / 2); nobody applied the second.
+    optimizer.zero_grad()
+    ((rank + 1) * weight.sum()).backward()
+    optimizer.step()
+    mean = (size + 1) / 2
+    want = -mean if rank == bad else -2 * mean
+    assert torch.equal(weight.detach(), torch.full((2,), want, dtype=torch.float64))
+
+
 def test_optimizer_groups_over_different_parameters_on_one_rank(shared_dir, rank, size):
     """With groups the ranks agree on the root's parameter order first; a rank whose model
     has another parameter fails there, and every rank raises."""

@@ -52,7 +52,7 @@ from herd._native import Error
 from herd.handles import wait_all
 from herd.process_sets import ProcessSet, global_process_set
 from herd.reduce_ops import Adasum, Average, Sum
-from herd.torch.agreement import report_after_failure
+from herd.torch.agreement import describe, report_after_failure
 from herd.torch.compression import Compression
 from herd.torch.mpi_ops import (
     allgather_async,
@@ -174,6 +174,9 @@ class _DistributedOptimizer:
         self.process_set = process_set
         self._should_synchronize = True
         self._synchronized = False
+        # The text of the wrapped optimizer's last failed step on this rank, until the next
+        # synchronize() has told the other ranks.
+        self._herd_step_failure = None
         # Trainable parameters in parameter-group order: the order synchronize submits in.
         self._herd_params = [p for group in self.param_groups for p in group["params"]
                              if p.requires_grad]
@@ -263,6 +266,10 @@ class _DistributedOptimizer:
         self._synchronized = False  # a new step's gradients: an earlier synchronize is spent
         self._herd_passes_left[key] -= 1
         if self._herd_passes_left[key] > 0:
+            return
+        if self._herd_step_failure is not None:
+            # The other ranks' waits must fail in this step: synchronize submits stand-ins
+            # for every reduction this rank has not submitted.
             return
         try:
             if self._herd_groups:
@@ -438,8 +445,9 @@ class _DistributedOptimizer:
         where ``p.grad`` is None), so every rank submits every name.
 
         A submission that fails on this rank (in Python, or refused by herd at the call;
-        here, or in a gradient hook during backward) is followed by stand-ins for every reduction not submitted yet: the other ranks'
-        waits for them fail at once, and every rank that saw a failure exchanges which ranks
+        here, or in a gradient hook during backward), or a wrapped optimizer's step() that
+        failed on this rank the step before, is followed by stand-ins for every reduction
+        not submitted yet: the other ranks' waits for them fail at once, and every rank that saw a failure exchanges which ranks
         failed in Python. That rank raises its own exception, the others herd.Error naming
         it and its error; a disagreement seen by every rank alone raises herd.Error as it
         is."""
@@ -447,6 +455,14 @@ class _DistributedOptimizer:
             self._synchronized = True
             return
         failure = self._herd_hook_failure
+        if self._herd_step_failure is not None:
+            # The other ranks applied the last step and this one did not: their parameters
+            # now differ from this rank's, which every rank must hear of.
+            failure = RuntimeError(
+                "the wrapped optimizer's step() failed on this rank in the previous step "
+                f"({self._herd_step_failure}), so this rank's parameters differ from the "
+                "other ranks'")
+            self._herd_step_failure = None
         if failure is None:
             try:
                 for p in self._herd_params:
@@ -513,7 +529,14 @@ class _DistributedOptimizer:
             else:
                 self.synchronize()
         self._synchronized = False
-        return super(self._herd_class, self).step(closure)
+        try:
+            return super(self._herd_class, self).step(closure)
+        except Exception as error:
+            # This rank raises now; the others, which stepped, hear of it in their next
+            # synchronize(), which this rank's next synchronize() fails on purpose.
+            if self._herd_hooked:
+                self._herd_step_failure = describe(error)
+            raise
 
     def zero_grad(self, *args, **kwargs):
         if self._herd_any_pass:
