@@ -72,6 +72,48 @@ void check_trailing_shape(const std::vector<Request>& requests, const std::vecto
   clauses->push_back(std::move(clause));
 }
 
+// For allgather and alltoall, whose output concatenates rows from every
+// rank: each rank's shape passed the overflow checks at submission, but the
+// output's rows (allgather: every rank's first dimension summed; alltoall:
+// the rows each rank receives) times the bytes of a row must fit in int64 as
+// well, or the buffers would be sized from a wrapped-around count.
+void check_output_size(const std::vector<Request>& requests, const std::vector<int>& labels,
+                       std::vector<std::string>* clauses) {
+  const Request& first = requests[0];
+  int64_t row_bytes = static_cast<int64_t>(element_size(first.dtype));
+  for (std::size_t d = 1; d < first.shape.size(); ++d) {
+    if (first.shape[d] == 0) return;  // no bytes at all, whatever the row count
+    row_bytes *= first.shape[d];      // within a shape checked at submission
+  }
+  const std::size_t ranks = requests.size();
+  for (std::size_t receiver = 0; receiver < ranks; ++receiver) {
+    int64_t rows = 0;
+    std::vector<std::string> parts;
+    bool overflows = false;
+    for (std::size_t sender = 0; sender < ranks; ++sender) {
+      const Request& r = requests[sender];
+      int64_t sent = 0;
+      if (first.type == CollectiveType::kAllgather) {
+        sent = r.shape.empty() ? 0 : r.shape[0];
+      } else if (receiver < r.splits.size()) {
+        sent = r.splits[receiver];
+      }
+      parts.push_back(fmt::format("rank {} {}", label_of(labels, sender), sent));
+      int64_t bytes = 0;
+      overflows = overflows || __builtin_add_overflow(rows, sent, &rows) ||
+                  __builtin_mul_overflow(rows, row_bytes, &bytes);
+    }
+    if (!overflows) continue;
+    const std::string whose =
+        first.type == CollectiveType::kAllgather
+            ? std::string("the output's first dimension")
+            : fmt::format("the rows rank {} receives", label_of(labels, receiver));
+    clauses->push_back(fmt::format("{}, the sum of {}, times {} bytes per row exceeds 2^63-1 bytes",
+                                   whose, fmt::join(parts, ", "), row_bytes));
+    return;  // one clause says it; allgather's sum is the same for every receiver
+  }
+}
+
 }  // namespace
 
 Response build_response(const std::vector<Request>& requests_by_rank,
@@ -93,6 +135,7 @@ Response build_response(const std::vector<Request>& requests_by_rank,
     if (reduces) check_field("op", &Request::op, requests_by_rank, rank_labels, &clauses);
     if (type == CollectiveType::kAllgather || type == CollectiveType::kAlltoall) {
       check_trailing_shape(requests_by_rank, rank_labels, &clauses);
+      if (clauses.empty()) check_output_size(requests_by_rank, rank_labels, &clauses);
     } else if (type == CollectiveType::kGroupedAllreduce) {
       check_field("shapes", &Request::group_shapes, requests_by_rank, rank_labels, &clauses);
     } else {

@@ -207,6 +207,39 @@ TEST_CASE("negotiation: allgather trailing dims, ndims and dtype must agree", "[
         "rank 1 gpu");
 }
 
+TEST_CASE("negotiation: an allgather or alltoall output beyond int64 bytes fails every rank",
+          "[negotiation]") {
+  // Rows of one float32: 2 * 2^60 rows of 4 bytes are 2^63 bytes, one past
+  // the limit, though each rank's 2^62 bytes fit.
+  const int64_t half = int64_t{1} << 60;
+  std::vector<Request> gather = gather_requests("huge", {half, half});
+  for (Request& r : gather) r.shape[1] = 1;
+  Response response = build_response(gather);
+  CHECK(response.type == ResponseType::kError);
+  CHECK(response.rank_extents.empty());
+  CHECK(response.error_message ==
+        "allgather 'huge': the output's first dimension, the sum of rank 0 1152921504606846976, "
+        "rank 1 1152921504606846976, times 4 bytes per row exceeds 2^63-1 bytes");
+  // One row fewer fits: 2^63 - 4 bytes.
+  gather[1].shape[0] = half - 1;
+  CHECK(build_response(gather).type == ResponseType::kExecute);
+  // The row count itself wrapping around int64.
+  std::vector<Request> wraps = gather_requests("wraps", {INT64_MAX, 1});
+  for (Request& r : wraps) r.shape[1] = 0;
+  CHECK(build_response(wraps).type == ResponseType::kExecute);  // rows of no bytes: nothing
+  for (Request& r : wraps) r.shape[1] = 1;
+  CHECK(build_response(wraps).type == ResponseType::kError);
+
+  // alltoall: what rank 1 receives from both ranks, rows of [*, 2] float32.
+  const int64_t quarter = int64_t{1} << 59;
+  std::vector<Request> exchange = alltoall_requests("a2a", {{0, quarter}, {0, quarter}});
+  CHECK(build_response(exchange).error_message ==
+        "alltoall 'a2a': the rows rank 1 receives, the sum of rank 0 576460752303423488, "
+        "rank 1 576460752303423488, times 8 bytes per row exceeds 2^63-1 bytes");
+  exchange = alltoall_requests("a2a", {{quarter, 0}, {0, quarter}});
+  CHECK(build_response(exchange).type == ResponseType::kExecute);
+}
+
 TEST_CASE("negotiation: alltoall gives the splits matrix, sender-major", "[negotiation]") {
   const std::vector<Shape> splits = {{1, 0, 2}, {3, 3, 0}, {0, 4, 1}};
   std::vector<Request> requests = alltoall_requests("a2a", splits);
