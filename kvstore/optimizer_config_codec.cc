@@ -182,6 +182,14 @@ ConfigFields encode_optimizer_config(const OptimizerConfig& config, const std::s
   return fields;
 }
 
+std::string describe_optimizer_config(const OptimizerConfig& config) {
+  std::string text;
+  for (const auto& [field, value] : encode_optimizer_config(config)) {
+    text += (text.empty() ? "" : " ") + field + "=" + value;
+  }
+  return text;
+}
+
 OptimizerConfig decode_optimizer_config(const ConfigFields& fields, const std::string& prefix) {
   FieldReader in(fields, prefix);
   OptimizerConfig config;

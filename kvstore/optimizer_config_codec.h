@@ -24,6 +24,9 @@ ConfigFields encode_optimizer_config(const OptimizerConfig& config, const std::s
 // not a number, or the kind is unknown. Fields without `prefix` are ignored.
 OptimizerConfig decode_optimizer_config(const ConfigFields& fields, const std::string& prefix = "");
 
+// The fields as one line for messages: "kind=sgd rescale_grad=1 sgd.lr=0.1 ...".
+std::string describe_optimizer_config(const OptimizerConfig& config);
+
 // "sgd", "adam", "adamw".
 std::string to_string(OptimizerConfig::Kind kind);
 
