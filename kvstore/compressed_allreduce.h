@@ -18,17 +18,18 @@ namespace kv {
 namespace detail {
 
 struct CompressedItem {
-  std::string name;        // the collective's name, unique among items in flight
-  const float* grad;       // this worker's merged gradient
-  float* residual;         // this worker's residual for the key (n floats)
+  std::string name;   // the collective's name, unique among items in flight
+  const float* grad;  // this worker's merged gradient
+  float* residual;    // this worker's residual for the key (n floats)
   int64_t n;
-  float* sum;              // out: sum over workers of the dequantized codes
+  float* sum;  // out: sum over workers of the dequantized codes
 };
 
 // Starts the allgathers of every item, then waits for them all. Collective
 // over herd's global process set: every worker calls it with the same names
 // and sizes in the same order.
-void compressed_allreduce(const CompressionParams& params, const std::vector<CompressedItem>& items);
+void compressed_allreduce(const CompressionParams& params,
+                          const std::vector<CompressedItem>& items);
 
 }  // namespace detail
 }  // namespace kv

@@ -27,11 +27,12 @@ CompressionParams parse_compression(const std::string& type, double threshold);
 std::string to_string(CompressionType type);
 
 // Bytes of the codes of n values: 4 * ceil(n / 16) for 2bit, 4 * ceil(n / 32)
-// for 1bit.
+// for 1bit; 4 * n (the float32 values themselves) for kNone.
 int64_t compressed_bytes(CompressionType type, int64_t n);
 
 // residual += grad; codes <- quantize(residual); residual -= dequantize(codes).
-// `codes` holds compressed_bytes(type, n) bytes, all written.
+// `codes` holds compressed_bytes(type, n) bytes, all written. quantize and
+// both dequantizes throw herd::Error for kNone or a negative n.
 void quantize(const CompressionParams& params, const float* grad, float* residual, int64_t n,
               uint8_t* codes);
 
