@@ -55,7 +55,7 @@ namespace kv {
 // An int or a string key.
 class Key {
  public:
-  Key(int key) : is_int_(true), int_(key) {}  // NOLINT: implicit, as MXNet's keys
+  Key(int key) : is_int_(true), int_(key) {}      // NOLINT: implicit, as MXNet's keys
   Key(int64_t key) : is_int_(true), int_(key) {}  // NOLINT
   Key(const char* key) : str_(key) {}             // NOLINT
   Key(std::string key) : str_(std::move(key)) {}  // NOLINT
@@ -109,9 +109,9 @@ struct GradientCompression {
 
 // Byte and call counters of one store in this process, for benchmarks.
 struct Stats {
-  int64_t pushes = 0;       // values pushed (one per key and call)
-  int64_t pulls = 0;        // values pulled
-  int64_t bytes_sent = 0;   // bytes this process sent for pushes and pulls
+  int64_t pushes = 0;      // values pushed (one per key and call)
+  int64_t pulls = 0;       // values pulled
+  int64_t bytes_sent = 0;  // bytes this process sent for pushes and pulls
   int64_t bytes_received = 0;
 };
 
