@@ -135,9 +135,8 @@ class DistAsyncEngine : public detail::Engine {
 
   void set_updater(Updater /*updater*/) override {
     throw Error(fmt::format(
-        "kvstore '{}': set_updater: the updates run on the parameter servers, which cannot run "
-        "a function of this process; use set_optimizer",
-        type_));
+        "kvstore: set_updater: the updates run on the parameter servers, which cannot run a "
+        "function of this process; use set_optimizer"));
   }
 
   void set_gradient_compression(const GradientCompression& compression) override {
@@ -153,15 +152,13 @@ class DistAsyncEngine : public detail::Engine {
 
   void save_optimizer_states(const std::string& /*path*/, bool /*dump*/) const override {
     throw Error(fmt::format(
-        "kvstore '{}': save_optimizer_states: the optimizer's state lives on the parameter "
-        "servers, not in this process (as upstream); use dist_sync to checkpoint it",
-        type_));
+        "kvstore: save_optimizer_states: the optimizer's state lives on the parameter servers, "
+        "not in this process (as upstream); use dist_sync to checkpoint it"));
   }
   void load_optimizer_states(const std::string& /*path*/) override {
     throw Error(fmt::format(
-        "kvstore '{}': load_optimizer_states: the optimizer's state lives on the parameter "
-        "servers, not in this process (as upstream); use dist_sync to restore it",
-        type_));
+        "kvstore: load_optimizer_states: the optimizer's state lives on the parameter servers, "
+        "not in this process (as upstream); use dist_sync to restore it"));
   }
 
   Stats stats() const override { return stats_; }
@@ -184,7 +181,7 @@ class DistAsyncEngine : public detail::Engine {
   };
 
   std::string what(const char* operation, const detail::KeyItem& item) const {
-    return fmt::format("kvstore '{}': {} of key {}", type_, operation, item.name);
+    return fmt::format("kvstore: {} of key {}", operation, item.name);
   }
 
   void require_optimizer(const std::vector<detail::KeyItem>& items, const char* operation) {
@@ -236,8 +233,17 @@ class DistAsyncEngine : public detail::Engine {
         }
         stats_.bytes_sent += static_cast<int64_t>(request.payload_bytes);
       }
-      const int64_t id = ps::send_request(slice.server, detail::encode_request(request));
+      const int64_t id = send(slice.server, detail::encode_request(request), what(operation, item));
       sent->push_back(Sent{id, index, slice, what(operation, item)});
+    }
+  }
+
+  // ps::send_request, its failure opening with `what`.
+  static int64_t send(int server, ps::Message request, const std::string& what) {
+    try {
+      return ps::send_request(server, std::move(request));
+    } catch (const Error& error) {
+      throw Error(fmt::format("{}: {}", what, error.what()));
     }
   }
 
@@ -278,10 +284,10 @@ class DistAsyncEngine : public detail::Engine {
   // update counts they carry.
   std::vector<int64_t> send_to_all_servers(const detail::PsRequest& request,
                                            const char* operation) {
-    const std::string text = fmt::format("kvstore '{}': {}", type_, operation);
+    const std::string text = fmt::format("kvstore: {}", operation);
     std::vector<int64_t> ids;
     for (int server = 0; server < layout_.num_servers; ++server) {
-      ids.push_back(ps::send_request(server, detail::encode_request(request)));
+      ids.push_back(send(server, detail::encode_request(request), text));
     }
     std::vector<int64_t> counts;
     std::string first_error;

@@ -73,10 +73,9 @@ class KVServer : public ps::RequestHandler {
       return;
     }
     if (!store.values.has_optimizer()) {
-      throw Error(fmt::format(
-          "kvstore 'dist_async': push of key {}: an optimizer is required for asynchronous "
-          "updates, as upstream; call set_optimizer first",
-          request.name));
+      throw Error(
+          "an optimizer is required for asynchronous updates, as upstream; call set_optimizer "
+          "first");
     }
     if (request.compression.type == CompressionType::kNone) {
       store.values.update(request.key, received);
