@@ -17,7 +17,8 @@
 //   worked out by hand from upstream's rule);
 // - errors: push without an optimizer (worker side, and a hand-made request
 //   the server refuses itself), set_updater, save_optimizer_states; every
-//   error on the calling worker alone, the others going on.
+//   error on the calling worker alone, the others going on;
+// - with HERD_NUM_SERVERS=0, create("dist_async") refuses by name.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -314,6 +315,12 @@ int main() {
   if (!herd_test::init_herd("test_kvstore_async")) return 1;
   Recorder rec("test_kvstore_async", herd::rank());
   try {
+    if (herd::ps::layout().num_servers == 0) {
+      expect_error(rec, "no_servers", "kvstore 'dist_async': the job has no parameter servers",
+                   [] { kv::create("dist_async"); });
+      herd_test::shutdown_herd(rec);
+      return rec.finish();
+    }
     test_errors(rec);  // first: its store is number 0
     test_layout(rec);
     if (herd::size() == 1) test_equals_local(rec);
