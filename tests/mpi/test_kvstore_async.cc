@@ -3,8 +3,9 @@
 // workers, HERD_KVSTORE_BIGARRAY_BOUND=1000 so that a key of 2500 elements is
 // split over every server.
 //
-// - herd::size() and kv.num_workers() count the workers; the layout names
-//   the servers;
+// - herd::size() and kv.num_workers() count the workers, herd's
+//   allreduce and process sets run among them; the layout names the
+//   servers;
 // - one worker: dist_async (SGD with momentum and weight decay; AdamW with a
 //   cosine schedule and rescale_grad) is bitwise equal to a local store
 //   running the same optimizer in this process, a small key and a split one;
@@ -94,6 +95,24 @@ void test_layout(Recorder& rec) {
             "workers and servers do not add up to the job");
   rec.check(layout.bigarray_bound == 1000, "layout", "bigarray_bound is not the environment's");
   rec.check(layout.server_rank(0) == layout.num_workers, "layout", "server 0 is not rank N");
+  // herd's collectives and process sets run among the workers (one
+  // machine: every worker is local).
+  rec.check(herd::local_size() == herd::size() && herd::local_rank() == herd::rank(), "layout",
+            "local rank or size counts other ranks than the workers");
+  int64_t one = 1;
+  int64_t workers = 0;
+  herd::allreduce("layout.count", TensorView{&one, herd::DataType::kInt64, {1}},
+                  TensorView{&workers, herd::DataType::kInt64, {1}}, herd::ReduceOp::kSum);
+  rec.check(workers == herd::size(), "layout", "an allreduce counted " + std::to_string(workers));
+  const herd::ProcessSet first = herd::add_process_set({0});
+  if (herd::rank() == 0) {
+    int64_t alone = 0;
+    herd::allreduce("layout.alone", TensorView{&one, herd::DataType::kInt64, {1}},
+                    TensorView{&alone, herd::DataType::kInt64, {1}}, herd::ReduceOp::kSum, 1.0, 1.0,
+                    first);
+    rec.check(alone == 1, "layout", "a set of worker 0 alone counted " + std::to_string(alone));
+  }
+  herd::remove_process_set(first);
   auto store = kv::create("dist_async");
   rec.check(store->num_workers() == herd::size() && store->rank() == herd::rank(), "layout",
             "the store's rank or num_workers is not herd's");
