@@ -171,7 +171,7 @@ TEST_CASE("device: MXNet's canonical vectors with GPU values and outputs", "[kvs
   check_all(out0, 6, "updater stored += 2 * pushed");
 
   const std::vector<Key> keys = {5, 7, 9};
-  kv->init(keys, {ones[0].view(), ones[1 % ones.size()].view(), ones[0].view()});
+  kv->init(keys, {ones[0].view(), ones[1].view(), ones[0].view()});
   kv->push(keys, {{ones[0].view()}, {ones[1].view()}, {ones[2].view()}});
   std::vector<GpuArray> outs = spread(gpus, 3, shape, 0);
   kv->pull(keys, {{outs[0].view()}, {outs[1].view()}, {outs[2].view()}});
