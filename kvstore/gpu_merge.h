@@ -8,7 +8,7 @@
 // with CUDA and nullptr in a CPU-only one, where the facade refuses every GPU
 // view: CMake picks the file, the code has no #if.
 //
-// GPU values are read once the work queued before the call on each view's
+// A GPU view is read or written once the work queued before the call on its
 // stream (TensorView::stream; nullptr is the legacy default stream) has
 // finished; an output must have no work pending on another stream. Every
 // function returns when its results are in place. A CUDA failure throws

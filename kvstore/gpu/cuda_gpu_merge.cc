@@ -105,7 +105,7 @@ class CudaGpuMerge final : public GpuMerge {
                    const std::vector<TensorView>& values, TensorView out) override {
     const std::size_t bytes = out.num_bytes();
     if (values.empty() || bytes == 0) return;
-    wait_for_producers(what, values);
+    wait_for_queued_work(what, values);
     DeviceScope scope(what, merge_gpu);
     const cudaStream_t stream = stream_of(what, merge_gpu);
     Scratch& scratch = scratch_of(what, id, merge_gpu, out);
@@ -131,7 +131,7 @@ class CudaGpuMerge final : public GpuMerge {
     const std::size_t bytes = to.num_bytes();
     if (bytes == 0) return;
     const bool reads_gpu = from.device.type == DeviceType::kGPU;
-    if (reads_gpu) wait_for_producers(what, {from});
+    wait_for_queued_work(what, {from, to});
     const int gpu = reads_gpu ? from.device.index : to.device.index;
     DeviceScope scope(what, gpu);
     const cudaStream_t stream = stream_of(what, gpu);
@@ -149,15 +149,16 @@ class CudaGpuMerge final : public GpuMerge {
     Tensor staging;
   };
 
-  // Work queued on the values' streams before the call finishes first.
-  static void wait_for_producers(const std::string& what, const std::vector<TensorView>& values) {
+  // Work queued before the call on the streams of the GPU views among
+  // `views` (each view's stream, on its GPU) finishes first.
+  static void wait_for_queued_work(const std::string& what, const std::vector<TensorView>& views) {
     std::set<std::pair<int, void*>> waited;
-    for (const TensorView& value : values) {
+    for (const TensorView& value : views) {
       if (value.device.type != DeviceType::kGPU) continue;
       if (!waited.insert({value.device.index, value.stream}).second) continue;
       DeviceScope scope(what, value.device.index);
       check(cudaStreamSynchronize(static_cast<cudaStream_t>(value.stream)), what,
-            value.device.index, "cudaStreamSynchronize of the value's stream");
+            value.device.index, "cudaStreamSynchronize of the view's stream");
     }
   }
 
