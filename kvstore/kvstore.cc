@@ -3,7 +3,9 @@
 // misuse fails on the rank that made it, naming the key, the values and the
 // store's type), string keys mapped to ids, and a push's values summed into
 // one merged value per key. The engines (kvstore/engines.h) move and update
-// the merged values.
+// the merged values, always in host memory: on the device types, GPU values
+// are summed on a GPU and the sum copied to the host (kvstore/gpu_merge.h),
+// and pulls copy the host value out to GPU outputs.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -18,7 +20,9 @@
 #include "herd/herd.h"
 #include "kvstore/dist_async_engine.h"
 #include "kvstore/engines.h"
+#include "kvstore/gpu_merge.h"
 #include "kvstore/merge.h"
+#include "kvstore/merge_placement.h"
 
 namespace herd {
 namespace kv {
@@ -31,6 +35,21 @@ std::string describe(const TensorView& view) {
 
 bool contains(const std::string& text, const char* part) {
   return text.find(part) != std::string::npos;
+}
+
+bool on_gpu(const TensorView& view) { return view.device.type != DeviceType::kCPU; }
+
+bool any_on_gpu(const std::vector<TensorView>& views) {
+  return std::any_of(views.begin(), views.end(), on_gpu);
+}
+
+// The GPUs of `views`, ascending, each once.
+std::vector<int> gpus_of(const std::vector<TensorView>& views) {
+  std::set<int> gpus;
+  for (const TensorView& view : views) {
+    if (on_gpu(view)) gpus.insert(view.device.index);
+  }
+  return {gpus.begin(), gpus.end()};
 }
 
 }  // namespace
@@ -51,7 +70,12 @@ struct KVStore::Impl {
   std::unordered_map<int64_t, KeyInfo> initialised;
   CompressionParams compression;
   std::map<int64_t, std::vector<std::vector<float>>> device_residuals;  // per key, per value
-  std::map<int64_t, Tensor> merge_buffers;                              // per key, reused
+  std::map<int64_t, Tensor> merge_buffers;  // per key, reused: a push's sum, a pull's host copy
+  // Device types in a build with CUDA: the GPU side; nullptr otherwise, and
+  // every GPU view is refused.
+  std::unique_ptr<detail::GpuMerge> gpu;
+  detail::MergePlacement placement;                    // each key's merge GPU
+  std::map<int64_t, std::vector<Tensor>> host_copies;  // per key, per value: compression's input
   std::unique_ptr<detail::Engine> engine;  // last: destroyed before the tables its updater reads
 
   [[noreturn]] void fail(const std::string& message) const {
@@ -79,7 +103,11 @@ struct KVStore::Impl {
   void check_values(const char* operation, const Key& key, int64_t id,
                     const std::vector<TensorView>& values, const char* what) const;
   void check_compressible(const Key& key, int64_t id) const;
-  TensorView merge(int64_t id, const std::vector<TensorView>& values, bool copy_single);
+  TensorView merge(int64_t id, const std::string& what, const std::vector<TensorView>& values,
+                   bool copy_single);
+  Tensor& host_buffer(int64_t id, const TensorView& like);
+  TensorView on_host(const std::string& what, const TensorView& value, Tensor& copy);
+  void write(const std::string& what, const TensorView& from, TensorView to);
   Key user_key(int64_t id) const {
     return key_kind == KeyKind::kString ? string_keys.at(static_cast<std::size_t>(id)) : Key(id);
   }
@@ -173,12 +201,16 @@ void KVStore::Impl::register_keys(const std::vector<Key>& keys, const std::vecto
       string_ids.emplace(keys[i].str_key(), ids[i]);
       string_keys.push_back(keys[i]);
     }
-    if (keeps_values) initialised[ids[i]] = KeyInfo{values[i].dtype, values[i].shape};
+    if (keeps_values) {
+      initialised[ids[i]] = KeyInfo{values[i].dtype, values[i].shape};
+      placement.add_key(ids[i], values[i].num_elements());
+    }
   }
 }
 
-// Every value of a key: host memory, and the key's dtype and shape (those
-// of its init value; on horovod, those of the list's first value).
+// Every value of a key: the key's dtype and shape (those of its init value;
+// on horovod, those of the list's first value), and host memory, or on the
+// device types in a build with CUDA, memory of the GPU the view names.
 void KVStore::Impl::check_values(const char* operation, const Key& key, int64_t id,
                                  const std::vector<TensorView>& values, const char* what) const {
   if (values.empty()) {
@@ -189,9 +221,11 @@ void KVStore::Impl::check_values(const char* operation, const Key& key, int64_t 
       it != initialised.end() ? it->second : KeyInfo{values[0].dtype, values[0].shape};
   for (std::size_t i = 0; i < values.size(); ++i) {
     const TensorView& v = values[i];
-    if (v.device.type != DeviceType::kCPU) {
-      fail(fmt::format("{} of key {}: {} {} of {} is on {}; the KVStore takes host memory",
-                       operation, key.to_string(), what, i, values.size(), to_string(v.device)));
+    if (on_gpu(v) && !gpu) {
+      fail(fmt::format("{} of key {}: {} {} of {} is on {}; the KVStore takes host memory{}",
+                       operation, key.to_string(), what, i, values.size(), to_string(v.device),
+                       device_merge ? " (herd was built without CUDA)"
+                                    : " (GPU values: the device types, in a build with CUDA)"));
     }
     if (v.dtype != expected.dtype || v.shape != expected.shape) {
       fail(fmt::format("{} of key {}: {} {} of {} is {}; the key holds {} {}", operation,
@@ -201,6 +235,13 @@ void KVStore::Impl::check_values(const char* operation, const Key& key, int64_t 
     if (v.data == nullptr && v.num_elements() > 0) {
       fail(fmt::format("{} of key {}: {} {} of {} has no data", operation, key.to_string(), what, i,
                        values.size()));
+    }
+    if (on_gpu(v)) {
+      guarded([&] {
+        gpu->check_view(fmt::format("{} of key {}: {} {} of {}", operation, key.to_string(), what,
+                                    i, values.size()),
+                        v);
+      });
     }
   }
 }
@@ -217,29 +258,75 @@ void KVStore::Impl::check_compressible(const Key& key, int64_t id) const {
   }
 }
 
-// The push's values summed in list order. A single value is passed through
-// (the engines do not write into a push's value) unless `copy_single` asks
-// for a buffer the caller may overwrite. Compression on a device type
-// quantizes each of several values with its own residual first, as
-// upstream's device reduce does.
-TensorView KVStore::Impl::merge(int64_t id, const std::vector<TensorView>& values,
-                                bool copy_single) {
-  if (values.size() == 1 && !copy_single) return values[0];
-  Tensor& buffer = merge_buffers[id];
-  if (buffer.dtype() != values[0].dtype || buffer.shape() != values[0].shape) {
-    buffer.reset(values[0].dtype, values[0].shape);
-  }
+// The push's values summed in list order, into host memory. A single host
+// value is passed through (the engines do not write into a push's value)
+// unless `copy_single` asks for a buffer the caller may overwrite; a single
+// GPU value is copied to the host. Compression on a device type quantizes
+// each of several values with its own residual first, as upstream's device
+// reduce does, on the CPU (GPU values are copied to the host for it).
+// Otherwise several values with any on a GPU are summed on the key's merge
+// GPU (kvstore/merge_placement.h), in the same order and rounding as the CPU.
+TensorView KVStore::Impl::merge(int64_t id, const std::string& what,
+                                const std::vector<TensorView>& values, bool copy_single) {
+  const bool gpu_values = any_on_gpu(values);
+  if (values.size() == 1 && !copy_single && !gpu_values) return values[0];
+  Tensor& buffer = host_buffer(id, values[0]);
   if (device_merge && compression.type != CompressionType::kNone && values.size() > 1) {
+    std::vector<TensorView> host_values = values;
+    if (gpu_values) {
+      std::vector<Tensor>& copies = host_copies[id];
+      copies.resize(values.size());
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        host_values[i] = on_host(what, values[i], copies[i]);
+      }
+    }
     auto& residuals = device_residuals[id];
     residuals.resize(values.size());
     for (auto& residual : residuals) {
       residual.resize(static_cast<std::size_t>(buffer.num_elements()), 0.0f);
     }
-    detail::sum_compressed(compression, values, residuals, buffer.view());
+    detail::sum_compressed(compression, host_values, residuals, buffer.view());
+  } else if (gpu_values && values.size() == 1) {
+    write(what, values[0], buffer.view());
+  } else if (gpu_values) {
+    guarded([&] {
+      const int merge_gpu = placement.gpu_of(id, gpus_of(values));
+      gpu->sum_to_host(what, id, merge_gpu, values, buffer.view());
+    });
   } else {
     detail::sum_values(values, buffer.view());
   }
   return buffer.view();
+}
+
+// The key's host buffer, shaped as `like`.
+Tensor& KVStore::Impl::host_buffer(int64_t id, const TensorView& like) {
+  Tensor& buffer = merge_buffers[id];
+  if (buffer.dtype() != like.dtype || buffer.shape() != like.shape) {
+    buffer.reset(like.dtype, like.shape);
+  }
+  return buffer;
+}
+
+// `value` itself when in host memory; else a copy of it in `copy`.
+TensorView KVStore::Impl::on_host(const std::string& what, const TensorView& value, Tensor& copy) {
+  if (!on_gpu(value)) return value;
+  if (copy.dtype() != value.dtype || copy.shape() != value.shape) {
+    copy.reset(value.dtype, value.shape);
+  }
+  write(what, value, copy.view());
+  return copy.view();
+}
+
+// Copies a whole view into another of the same bytes, either on a GPU or both
+// in host memory.
+void KVStore::Impl::write(const std::string& what, const TensorView& from, TensorView to) {
+  if (from.data == to.data || to.num_bytes() == 0) return;
+  if (on_gpu(from) || on_gpu(to)) {
+    guarded([&] { gpu->copy(what, from, to); });
+  } else {
+    std::memcpy(to.data, from.data, to.num_bytes());
+  }
 }
 
 KVStore::KVStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -261,9 +348,13 @@ void KVStore::init(const std::vector<Key>& keys, const std::vector<TensorView>& 
   }
   const std::vector<int64_t> ids = s.ids_for_init(keys, "init");
   std::vector<detail::KeyItem> items;
+  std::vector<Tensor> host_values(keys.size());  // GPU values copied to the host
   for (std::size_t i = 0; i < keys.size(); ++i) {
     s.check_values("init", keys[i], ids[i], {values[i]}, "value");
-    items.push_back({ids[i], keys[i].to_string(), values[i]});
+  }
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const std::string what = "init of key " + keys[i].to_string();
+    items.push_back({ids[i], keys[i].to_string(), s.on_host(what, values[i], host_values[i])});
   }
   s.guarded([&] { s.engine->init(items); });
   s.register_keys(keys, ids, values);
@@ -291,7 +382,8 @@ void KVStore::push(const std::vector<Key>& keys, const std::vector<std::vector<T
   }
   std::vector<detail::KeyItem> items;
   for (std::size_t i = 0; i < keys.size(); ++i) {
-    items.push_back({ids[i], keys[i].to_string(), s.merge(ids[i], values[i], false)});
+    const std::string what = "push of key " + keys[i].to_string();
+    items.push_back({ids[i], keys[i].to_string(), s.merge(ids[i], what, values[i], false)});
   }
   s.guarded([&] { s.engine->push(items, priority); });
 }
@@ -304,7 +396,8 @@ void KVStore::pull(const Key& key, const std::vector<TensorView>& outs, int prio
   pull(std::vector<Key>{key}, {outs}, priority);
 }
 
-// Each key is read once, into its first output, then copied to the others.
+// Each key is read once, into its first output (or, when that is on a GPU,
+// the key's host buffer), then copied to the other outputs.
 void KVStore::pull(const std::vector<Key>& keys, const std::vector<std::vector<TensorView>>& outs,
                    int priority) {
   Impl& s = *impl_;
@@ -316,15 +409,16 @@ void KVStore::pull(const std::vector<Key>& keys, const std::vector<std::vector<T
   std::vector<detail::KeyItem> items;
   for (std::size_t i = 0; i < keys.size(); ++i) {
     s.check_values("pull", keys[i], ids[i], outs[i], "output");
-    items.push_back({ids[i], keys[i].to_string(), outs[i][0]});
+  }
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const TensorView& first = outs[i][0];
+    items.push_back(
+        {ids[i], keys[i].to_string(), on_gpu(first) ? s.host_buffer(ids[i], first).view() : first});
   }
   s.guarded([&] { s.engine->pull(items, priority); });
   for (std::size_t i = 0; i < keys.size(); ++i) {
-    for (std::size_t j = 1; j < outs[i].size(); ++j) {
-      if (outs[i][j].data != outs[i][0].data && outs[i][j].num_bytes() > 0) {
-        std::memcpy(outs[i][j].data, outs[i][0].data, outs[i][0].num_bytes());
-      }
-    }
+    const std::string what = "pull of key " + keys[i].to_string();
+    for (const TensorView& out : outs[i]) s.write(what, items[i].value, out);
   }
 }
 
@@ -336,8 +430,9 @@ void KVStore::pushpull(const Key& key, const std::vector<TensorView>& values,
 }
 
 // The engine writes each key's result over the merged value: the caller's
-// single value itself when it is also the output, else a buffer of the
-// store's, copied out to the outputs (or, without outputs, to every value).
+// single host value itself when it is also the output, else a host buffer of
+// the store's, copied out to the outputs (or, without outputs, to every
+// value).
 void KVStore::pushpull(const std::vector<Key>& keys,
                        const std::vector<std::vector<TensorView>>& values,
                        const std::vector<std::vector<TensorView>>& outs, int priority) {
@@ -363,18 +458,16 @@ void KVStore::pushpull(const std::vector<Key>& keys,
   }
   std::vector<detail::KeyItem> items;
   for (std::size_t i = 0; i < keys.size(); ++i) {
-    const bool in_place = outs.empty() && values[i].size() == 1;
-    items.push_back({ids[i], keys[i].to_string(), s.merge(ids[i], values[i], !in_place)});
+    const bool in_place = outs.empty() && values[i].size() == 1 && !on_gpu(values[i][0]);
+    const std::string what = "pushpull of key " + keys[i].to_string();
+    items.push_back({ids[i], keys[i].to_string(), s.merge(ids[i], what, values[i], !in_place)});
   }
   s.guarded([&] { s.engine->pushpull(items, priority); });
   if (!s.keeps_values) s.register_keys(keys, ids, {});
   for (std::size_t i = 0; i < keys.size(); ++i) {
     const std::vector<TensorView>& targets = outs.empty() ? values[i] : outs[i];
-    for (const TensorView& target : targets) {
-      if (target.data != items[i].value.data && target.num_bytes() > 0) {
-        std::memcpy(target.data, items[i].value.data, target.num_bytes());
-      }
-    }
+    const std::string what = "pushpull of key " + keys[i].to_string();
+    for (const TensorView& target : targets) s.write(what, items[i].value, target);
   }
 }
 
@@ -411,7 +504,9 @@ void KVStore::broadcast(const std::vector<Key>& keys, const std::vector<TensorVi
     s.check_values("broadcast", keys[i], ids[i], all, "value or output");
   }
   for (std::size_t i = 0; i < keys.size(); ++i) {
-    items.push_back({ids[i], keys[i].to_string(), s.merge(ids[i], {values[i]}, true)});
+    items.push_back(
+        {ids[i], keys[i].to_string(),
+         s.merge(ids[i], "broadcast of key " + keys[i].to_string(), {values[i]}, true)});
   }
   s.guarded([&] { s.engine->init(items); });
   s.register_keys(keys, ids, {});
@@ -505,6 +600,7 @@ std::unique_ptr<KVStore> create(const std::string& type) {
   auto impl = std::make_unique<KVStore::Impl>();
   impl->type = name;
   impl->device_merge = contains(name, "device");
+  if (impl->device_merge) impl->gpu = detail::make_gpu_merge();
   if (contains(name, "dist")) {
     require_herd(name);
     impl->engine = contains(name, "_async")

@@ -222,6 +222,37 @@ TEST_CASE("local: misuse is refused, naming the key, the values and the type", "
   check_all(out, 1, "value after the refused calls");
 }
 
+// Host memory labelled gpu:0: refused by every build (CPU-only: no CUDA;
+// with CUDA: no GPU here, or, where there is one, not memory of gpu:0),
+// naming the key and the GPU, before anything changes. tests/gpu/ has the
+// device types' GPU values.
+TEST_CASE("device: a view that is not memory of the GPU it names is refused", "[kvstore]") {
+  for (const char* type : {"device", "local"}) {
+    INFO("type " << type);
+    auto kv = create(type);
+    Array value(shape23(), 1), out(shape23(), 0);
+    kv->init(3, value.view());
+    TensorView on_gpu = value.view();
+    on_gpu.device = Device::gpu(0);
+    const std::string prefix = std::string("kvstore '") + type + "'";
+    check_throws_with([&] { kv->push(3, on_gpu); }, {prefix, "push of key 3", "gpu:0"});
+    check_throws_with(
+        [&] {
+          kv->push(3, {value.view(), on_gpu});
+        },
+        {prefix, "push of key 3", "value 1 of 2", "gpu:0"});
+    check_throws_with(
+        [&] {
+          kv->pull(3, {out.view(), on_gpu});
+        },
+        {prefix, "pull of key 3", "output 1 of 2", "gpu:0"});
+    check_throws_with([&] { kv->init(4, on_gpu); }, {prefix, "init of key 4", "gpu:0"});
+    kv->pull(3, out.view());
+    check_all(out, 1, "value after the refused calls");
+    check_throws_with([&] { kv->push(4, value.view()); }, {prefix, "key 4", "never initialised"});
+  }
+}
+
 TEST_CASE("device: 2-bit compression of several values, each with its own residual", "[kvstore]") {
   // MXNet's vector: threshold 0.5, g = [0.3, -0.7, 0.6, 0.1, 1.2] dequantizes
   // to [0, -0.5, 0.5, 0, 0.5] on the first push and [0.5, -0.5, 0.5, 0, 0.5]
