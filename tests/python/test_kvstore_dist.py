@@ -136,3 +136,24 @@ def test_horovod_pushpull_is_the_allreduce_sum_and_keeps_nothing(rank, size):
         kv.init(2, filled(0))
     with pytest.raises(herd.Error, match="horovod"):
         kv.set_optimizer(hkv.SGD())
+
+
+@pytest.mark.parametrize("call", ["barrier", "pushpull", "push_with_updater"])
+def test_waiting_releases_the_gil(call, rank):
+    """Rank 0 waits in a store call that a late rank enters half a second late, while
+    another Python thread runs (test_basics.py's measurement); the updater takes the GIL
+    back to run."""
+    from test_basics import _check_released, _wait_for_late_rank
+
+    kv = hkv.create("dist_sync")
+    kv.init(0, filled(0))
+    if call == "push_with_updater":
+        kv.set_updater(lambda key, merged, stored: np.copyto(stored, merged + 1))
+    bodies = {
+        "barrier": kv.barrier,
+        "pushpull": lambda: kv.pushpull(0, filled(1)),
+        "push_with_updater": lambda: kv.push(0, filled(1)),
+    }
+    _check_released(call, _wait_for_late_rank(bodies[call], rank))
+    if call == "push_with_updater":
+        assert np.array_equal(pulled(kv, 0), filled(herd.size() + 1))
