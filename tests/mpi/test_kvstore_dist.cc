@@ -107,6 +107,20 @@ void test_pushpull_two_devices(Job& job, const char* type) {
       expect_all(job, name + " input kept", d0, job.rank + 1);
     }
   }
+  // Two rounds of two keys; each allreduce moves 2 (N - 1) / N of its bytes
+  // each way on a ring.
+  const herd::kv::Stats stats = kv->stats();
+  int64_t expected_bytes = 0;
+  for (int64_t n : {int64_t{6}, int64_t{1200 * 1200}}) {
+    expected_bytes += 2 * (2 * (job.size - 1) * n * 4 / job.size);
+  }
+  job.rec.check(stats.pushes == 4 && stats.pulls == 4 && stats.bytes_sent == expected_bytes &&
+                    stats.bytes_received == expected_bytes,
+                std::string(type) + " stats",
+                "pushes " + std::to_string(stats.pushes) + " pulls " + std::to_string(stats.pulls) +
+                    " bytes sent " + std::to_string(stats.bytes_sent) + " received " +
+                    std::to_string(stats.bytes_received) + ", expected 4, 4 and " +
+                    std::to_string(expected_bytes));
 }
 
 void test_test_updater(Job& job) {
