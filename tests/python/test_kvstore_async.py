@@ -55,16 +55,36 @@ def test_sgd_applies_every_push_as_it_arrives(rank, size, elements):
     total = sum(w + 1 + s for w in range(size) for s in range(pushes))
     assert np.array_equal(out[0], start - np.float32(lr * rescale * total))
     assert np.array_equal(out[1], filled(100 - lr * rescale * 3 * size * pushes, shape))
+    # Each server counts the pushes of the keys it holds a slice of: a small key lives on
+    # one server, a split one on all of them.
+    counts = kv.update_counts()
+    if elements > 1024:
+        assert counts == [2 * size * pushes] * NUM_SERVERS
+    else:
+        assert sum(counts) == 2 * size * pushes
+
+
+def test_pushes_need_an_optimizer(rank):
+    kv = hkv.create("dist_async")
+    kv.init(7, filled(0))
+    with pytest.raises(herd.Error, match="optimizer"):
+        kv.push(7, filled(1))
 
 
 def test_pushpull_returns_a_value_with_this_workers_push_applied(rank, size):
+    # Every push adds one (SGD at rate 1 on a gradient of -1): the value a worker gets back
+    # has its own push and any number of the others' applied.
     kv = hkv.create("dist_async")
-    kv.init(7, filled(0))
+    kv.set_optimizer(hkv.SGD(learning_rate=1.0))
+    kv.init(8, filled(0))
     kv.barrier()
-    value = filled(1)
-    kv.pushpull(7, value)
-    # Assignment: the value is some worker's push, this one's or a later one's.
-    assert np.array_equal(value, filled(1))
+    value = filled(-1)
+    kv.pushpull(8, value)
+    assert np.all(value == value[0, 0]) and 1 <= value[0, 0] <= size
+    kv.barrier()
+    out = filled(0)
+    kv.pull(8, out=out)
+    assert np.array_equal(out, filled(size))
 
 
 def test_the_updater_is_refused_where_the_servers_update(rank):
