@@ -157,3 +157,29 @@ def test_waiting_releases_the_gil(call, rank):
     _check_released(call, _wait_for_late_rank(bodies[call], rank))
     if call == "push_with_updater":
         assert np.array_equal(pulled(kv, 0), filled(herd.size() + 1))
+
+
+def test_two_bit_compression_sums_every_workers_codes(rank, size):
+    # Each worker pushes 0.3, then -0.3 on odd ranks, four times; 2-bit codes of threshold
+    # 0.5 with the residual carried: 0, +-0.5, 0, +-0.5 per worker.
+    kv = hkv.create("dist_sync")
+    kv.set_gradient_compression({"type": "2bit", "threshold": 0.5})
+    kv.init(0, filled(0))
+    sign = 1 if rank % 2 == 0 else -1
+    evens = (size + 1) // 2
+    expected_per_push = [0.0, 0.5 * (evens - (size - evens)), 0.0, 0.5 * (evens - (size - evens))]
+    for expected in expected_per_push:
+        kv.push(0, filled(sign * 0.3))
+        assert np.array_equal(pulled(kv, 0), filled(expected))
+    with pytest.raises(herd.Error, match="pushpull"):
+        kv.pushpull(0, filled(1))
+
+
+def test_compression_settings_the_store_refuses():
+    kv = hkv.create("dist_sync")
+    with pytest.raises(herd.Error, match="threshold"):
+        kv.set_gradient_compression({"type": "2bit", "threshold": 0})
+    with pytest.raises(herd.Error, match="3bit"):
+        kv.set_gradient_compression({"type": "3bit"})
+    with pytest.raises(ValueError, match="unknown entries"):
+        kv.set_gradient_compression({"type": "2bit", "thresold": 0.5})
