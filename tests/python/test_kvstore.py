@@ -2,6 +2,9 @@
 its own store. The expected values are MXNet's documented ones for the same calls, or
 computed here with NumPy."""
 
+import pathlib
+import tempfile
+
 import numpy as np
 import pytest
 import torch
@@ -332,25 +335,26 @@ def test_clip_gradient_is_refused():
         hkv.SGD(clip_gradient=1.0)
 
 
-def test_optimizer_states_survive_a_save_and_load(tmp_path):
+def test_optimizer_states_survive_a_save_and_load():
     # Two stores take the same first pushes; the second is then rebuilt from the first's
     # saved state and both take the same further pushes. Momentum makes the state matter.
     rng = np.random.default_rng(11)
     start = rng.standard_normal(SHAPE).astype(np.float32)
     grads = [rng.standard_normal(SHAPE).astype(np.float32) for _ in range(6)]
     optimizer = hkv.SGD(learning_rate=0.05, momentum=0.9)
-    path = tmp_path / f"states.rank{herd.rank()}"
-
     original = hkv.create("local")
     original.set_optimizer(optimizer)
     original.init(0, start)
     for grad in grads[:3]:
         original.push(0, grad)
-    original.save_optimizer_states(path)
     resumed = hkv.create("local")
     resumed.set_optimizer(optimizer)
     resumed.init(0, pulled(original, 0))
-    resumed.load_optimizer_states(str(path))
+    # A folder of this process's own: pytest's tmp_path is not made for several processes.
+    with tempfile.TemporaryDirectory(prefix="herd_kvstore_states.") as folder:
+        path = pathlib.Path(folder) / "states"
+        original.save_optimizer_states(path)
+        resumed.load_optimizer_states(str(path))
     for grad in grads[3:]:
         original.push(0, grad)
         resumed.push(0, grad)

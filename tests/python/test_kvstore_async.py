@@ -93,8 +93,8 @@ def test_the_updater_is_refused_where_the_servers_update(rank):
         kv.set_updater(lambda key, merged, stored: None)
 
 
-def test_optimizer_states_stay_on_the_servers(tmp_path):
+def test_optimizer_states_stay_on_the_servers():
     kv = hkv.create("dist_async")
     kv.set_optimizer(hkv.SGD(learning_rate=0.1, momentum=0.9))
     with pytest.raises(herd.Error, match="dist_async"):
-        kv.save_optimizer_states(tmp_path / "states")
+        kv.save_optimizer_states("never_written")
