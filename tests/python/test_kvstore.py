@@ -304,6 +304,29 @@ def test_a_factor_schedule_lowers_the_rate_after_step_updates():
     assert np.array_equal(pulled(kv, 0), ones(10 - (1 + 1 + 0.5 + 0.5 + 0.25)))
 
 
+@pytest.mark.parametrize("scheduler, rates", [
+    # Rates of updates t = 0, 1, 2, ... from herd's formulas with a base rate of 1.
+    (hkv.MultiFactorScheduler(step=[1, 3], factor=0.5), [1, 0.5, 0.5, 0.25, 0.25]),
+    (hkv.CosineScheduler(max_update=2, final_lr=0.2), [1, 0.6, 0.2, 0.2]),
+    (hkv.PolyScheduler(max_update=4, pwr=1), [1, 0.75, 0.5, 0.25, 0, 0]),
+    (hkv.FactorScheduler(step=100, warmup_steps=2, warmup_begin_lr=0.5), [0.5, 0.75, 1, 1]),
+])
+def test_schedules_give_the_rate_of_each_update(scheduler, rates):
+    kv = hkv.create("local")
+    kv.set_optimizer(hkv.SGD(learning_rate=1.0, lr_scheduler=scheduler))
+    kv.init(0, ones(10))
+    for _ in rates:
+        kv.push(0, ones())
+    np.testing.assert_allclose(pulled(kv, 0), ones(10 - sum(rates)), rtol=1e-6)
+
+
+def test_schedules_refuse_what_herd_lacks():
+    with pytest.raises(ValueError, match="linear"):
+        hkv.FactorScheduler(step=2, warmup_mode="constant")
+    with pytest.raises(TypeError, match="lr_scheduler"):
+        hkv.SGD(lr_scheduler=lambda t: 0.1)
+
+
 def test_adam_on_the_store_follows_the_reference():
     rng = np.random.default_rng(3)
     start = rng.standard_normal(SHAPE).astype(np.float32)
