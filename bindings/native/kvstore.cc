@@ -98,14 +98,16 @@ class PythonUpdater {
         }) {}
 
   // Raises the callable's exception into the store as herd::Error with its
-  // text; the binding then raises the original exception to the caller (see
-  // rethrow_updater_error), so a bug in the updater reads as itself.
+  // text; Store::run then raises the original exception to the caller, with a
+  // note naming the key, so a bug in the updater reads as itself.
   void operator()(const kv::Key& key, const TensorView& merged, TensorView stored) const {
     py::gil_scoped_acquire gil;
     try {
       (*function_)(key_object(key), host_array(merged, false), host_array(stored, true));
     } catch (py::error_already_set& error) {
       const std::string text = error.what();
+      const std::string note = "raised by the herd.kvstore updater on key " + key.to_string();
+      if (py::hasattr(error.value(), "add_note")) error.value().attr("add_note")(note);
       *failure_ = std::make_shared<py::error_already_set>(std::move(error));
       throw Error("herd.kvstore: the updater raised on key " + key.to_string() + ": " + text);
     }

@@ -157,8 +157,9 @@ def test_an_updater_error_reaches_the_caller_as_itself():
         raise KeyError(f"no rule for {key}")
 
     kv.set_updater(update)
-    with pytest.raises(KeyError, match="no rule for 2"):
+    with pytest.raises(KeyError, match="no rule for 2") as raised:
         kv.push(2, ones())
+    assert raised.value.__notes__ == ["raised by the herd.kvstore updater on key 2"]
     # The store still works; a later failure of its own is its own.
     with pytest.raises(herd.Error):
         kv.pull(99, out=ones())
