@@ -398,3 +398,20 @@ def test_barrier_returns_at_once_on_local():
     kv = hkv.create("local")
     kv.barrier()
     kv._barrier()
+
+
+def test_element_types_herd_lacks_are_refused_by_name():
+    kv = hkv.create("local")
+    with pytest.raises(ValueError, match="'bool'"):
+        kv.init(0, torch.ones(SHAPE, dtype=torch.bool))
+    with pytest.raises(ValueError, match="'complex64'"):
+        kv.init(0, np.ones(SHAPE, np.complex64))
+
+
+def test_integer_values_are_summed_and_assigned():
+    kv = hkv.create("local")
+    kv.init(0, np.zeros(SHAPE, np.int64))
+    kv.push(0, [np.full(SHAPE, 2**40, np.int64), torch.full(SHAPE, 3, dtype=torch.int64)])
+    out = np.zeros(SHAPE, np.int64)
+    kv.pull(0, out=out)
+    assert np.array_equal(out, np.full(SHAPE, 2**40 + 3, np.int64))
