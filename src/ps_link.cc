@@ -4,6 +4,8 @@
 #include <atomic>
 #include <climits>
 #include <exception>
+#include <memory>
+#include <type_traits>
 #include <utility>
 
 #include <fmt/format.h>
@@ -26,11 +28,21 @@ std::atomic<ps::RequestHandlerFactory> g_factory{nullptr};
 
 using Clock = std::chrono::steady_clock;
 
+// Keeps `buffers` that MPI may still read (sends posted to a peer that is
+// gone or frozen) for the life of the process, reachable.
+template <typename Buffers>
+void keep_for_life(Buffers&& buffers) {
+  static std::mutex mutex;
+  static auto* const kept = new std::vector<std::shared_ptr<void>>;
+  std::lock_guard<std::mutex> lock(mutex);
+  kept->push_back(std::make_shared<std::decay_t<Buffers>>(std::move(buffers)));
+}
+
 double seconds_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
 }
 
-// Receives the matched message `message` of `count` bytes.
+// Receives the message that MPI_Improbe matched into `out`.
 Status receive_matched(MPI_Message* message, MPI_Status* status, ps::Message* out) {
   int count = 0;
   HERD_MPI_RETURN_IF_ERROR(MPI_Get_count(status, MPI_BYTE, &count));
@@ -58,7 +70,7 @@ WorkerLink::~WorkerLink() {
   // is not finalized anyway: keep both.
   std::lock_guard<std::mutex> lock(mutex_);
   if (failed_ || collectives::fault_known()) {
-    new std::deque<PendingSend>(std::move(sends_));  // NOLINT: outlives MPI's reads
+    keep_for_life(std::move(sends_));
     return;
   }
   HERD_MPI_WARN_IF_ERROR(MPI_Comm_free(&comm_));
@@ -204,8 +216,8 @@ void WorkerLink::say_goodbye() {
     HERD_MPI_WARN_IF_ERROR(MPI_Isend(nullptr, 0, MPI_BYTE, layout_.server_rank(server), kGoodbyeTag,
                                      comm_, &requests[static_cast<std::size_t>(server)]));
   }
-  // Empty messages leave at once unless the server is gone; then give up
-  // after the timeout rather than hold the process.
+  // Empty messages leave at once. A server that is gone or does not take
+  // one within the timeout is a fault: MPI_Finalize would wait for it.
   const Clock::time_point started = Clock::now();
   collectives::PollBackoff backoff;
   for (;;) {
@@ -215,13 +227,27 @@ void WorkerLink::say_goodbye() {
         done) {
       break;
     }
-    if (backoff.after_fruitless_poll() &&
-        (collectives::fault_known() ||
-         (timeout_seconds_ > 0 && seconds_between(started, Clock::now()) > timeout_seconds_))) {
-      HERD_LOG(kWarning, "a parameter server did not take this worker's goodbye");
-      failed_ = true;  // the sends stay posted: keep the communicator
+    if (!backoff.after_fruitless_poll()) continue;
+    if (collectives::fault_known()) {
+      failed_ = true;
       break;
     }
+    for (int server = 0; server < layout_.num_servers && !failed_; ++server) {
+      if (requests[static_cast<std::size_t>(server)] == MPI_REQUEST_NULL) continue;
+      const double waited = seconds_between(started, Clock::now());
+      if (collectives::peer_process_gone(comm_, layout_.server_rank(server))) {
+        failed_ = true;
+        collectives::announce_fault(
+            fmt::format("at shutdown: {} is gone: its process has ended", describe_server(server)));
+      } else if (timeout_seconds_ > 0 && waited > timeout_seconds_) {
+        failed_ = true;
+        collectives::announce_fault(
+            fmt::format("at shutdown: {} has not taken this worker's goodbye for {:.1f} s "
+                        "(HERD_COLLECTIVE_TIMEOUT={})",
+                        describe_server(server), waited, timeout_seconds_));
+      }
+    }
+    if (failed_) break;  // the sends stay posted: the communicator stays too
   }
   complete_sends_locked();
 }
@@ -284,7 +310,7 @@ bool serve(MPI_Comm comm, const ps::Layout& layout, ps::RequestHandler& handler)
     if (!backoff.after_fruitless_poll()) continue;
     if (const std::optional<std::string> fault = collectives::known_fault()) {
       // A reply may still be posted to a worker that is gone: keep its buffer.
-      new std::deque<std::pair<MPI_Request, ps::Message>>(std::move(replies));  // NOLINT
+      keep_for_life(std::move(replies));
       throw Error(fmt::format("the job failed: {}", *fault));
     }
     for (std::size_t worker = 0; worker < num_workers; ++worker) {
@@ -305,7 +331,7 @@ bool serve(MPI_Comm comm, const ps::Layout& layout, ps::RequestHandler& handler)
     if (!replies.empty()) backoff.after_fruitless_poll();
   }
   if (!replies.empty()) {
-    new std::deque<std::pair<MPI_Request, ps::Message>>(std::move(replies));  // NOLINT
+    keep_for_life(std::move(replies));
     return false;
   }
   return clean;

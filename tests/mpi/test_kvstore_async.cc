@@ -17,7 +17,8 @@
 //   worked out by hand from upstream's rule);
 // - errors: push without an optimizer (worker side, and a hand-made request
 //   the server refuses itself), set_updater, save_optimizer_states; every
-//   error on the calling worker alone, the others going on.
+//   error on the calling worker alone, the others going on;
+// - with HERD_NUM_SERVERS=0, create("dist_async") refuses by name.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -253,6 +254,23 @@ void test_compression(Recorder& rec) {
   store->barrier();
 }
 
+// 1-bit codes carry +1 or -1 whatever the threshold: t = 0.5, g = [0.7, -0.2]
+// gives bits [1, 0], applied as [+1, -1] (lr 1).
+void test_compression_1bit(Recorder& rec) {
+  auto store = kv::create("dist_async");
+  store->set_gradient_compression({"1bit", 0.5});
+  std::vector<float> value(2, 0.0f);
+  store->init(13, view(value));
+  store->set_optimizer(sgd(1.0, 0.0, 0.0));
+  if (herd::rank() == 0) {
+    std::vector<float> g = {0.7f, -0.2f}, out(2);
+    store->push(13, view(g));
+    store->pull(13, view(out));
+    check_values(rec, "compression_1bit", out, {-1.0f, 1.0f});
+  }
+  store->barrier();
+}
+
 void test_errors(Recorder& rec) {
   auto store = kv::create("dist_async");
   std::vector<float> value(4, 1.0f);
@@ -297,12 +315,19 @@ int main() {
   if (!herd_test::init_herd("test_kvstore_async")) return 1;
   Recorder rec("test_kvstore_async", herd::rank());
   try {
+    if (herd::ps::layout().num_servers == 0) {
+      expect_error(rec, "no_servers", "kvstore 'dist_async': the job has no parameter servers",
+                   [] { kv::create("dist_async"); });
+      herd_test::shutdown_herd(rec);
+      return rec.finish();
+    }
     test_errors(rec);  // first: its store is number 0
     test_layout(rec);
     if (herd::size() == 1) test_equals_local(rec);
     test_commutative(rec);
     test_push_then_pull(rec);
     test_compression(rec);
+    test_compression_1bit(rec);
   } catch (const std::exception& e) {
     rec.fail("main", std::string("threw: ") + e.what());
   }

@@ -3,7 +3,7 @@
 // HERD_COLLECTIVE_TIMEOUT (or at once, for a process found gone); none
 // hangs.
 //
-// Usage: test_kvstore_async_fault DIR kill|stop
+// Usage: test_kvstore_async_fault DIR kill|stop|early-exit
 //
 // The last rank of the job (the last server) is the victim. Before herd::init
 // it writes its pid to DIR/server.pid and starts a thread that waits for
@@ -14,6 +14,10 @@
 // in stop mode worker 0 kills the stopped server at the end, so the job ends.
 // mpiexec runs with --enable-recovery, and ctest reads the lines (the job's
 // exit status reports the dead server).
+//
+// early-exit: no server fails; worker 0 returns from main without
+// herd::shutdown. Worker 1's next barrier fails naming it, as for any rank,
+// and the servers, told by worker 0's exit, end with the job.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -65,6 +69,38 @@ void become_victim(const std::string& dir, bool stop) {
       kill(getpid(), SIGKILL);
     }
   }).detach();
+}
+
+// Worker 0 leaves without herd::shutdown after an exact pull; worker 1 then
+// waits in a barrier that must fail naming worker 0.
+int run_early_exit() {
+  const int rank = herd::rank();
+  auto store = herd::kv::create("dist_async");
+  std::vector<float> value(4, 3.0f), out(4);
+  store->init(0, herd::TensorView{value.data(), herd::DataType::kFloat32, {4}});
+  store->pull(0, herd::TensorView{out.data(), herd::DataType::kFloat32, {4}});
+  std::string failure = out == value ? "" : "the pull was not exact";
+  if (rank == 0) {
+    std::printf("worker 0 %s\n", failure.empty() ? "passed" : ("FAILED: " + failure).c_str());
+    std::fflush(stdout);
+    return 0;  // herd's static destructor shuts down, telling the others
+  }
+  try {
+    store->barrier();
+    failure = "the barrier with a worker that left did not fail";
+  } catch (const herd::Error& error) {
+    const std::string message = error.what();
+    std::printf("worker %d: error: %s\n", rank, message.c_str());
+    if (message.find("rank 0 (host ") == std::string::npos ||
+        message.find("exited without herd::shutdown") == std::string::npos) {
+      failure = "the message does not name rank 0's exit";
+    }
+  }
+  store.reset();
+  herd::shutdown();
+  std::printf("worker %d %s\n", rank, failure.empty() ? "passed" : ("FAILED: " + failure).c_str());
+  std::fflush(stdout);
+  return failure.empty() ? 0 : 1;
 }
 
 int run_worker(const std::string& dir, bool stop) {
@@ -153,11 +189,16 @@ int run_worker(const std::string& dir, bool stop) {
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: test_kvstore_async_fault DIR kill|stop\n");
+    std::fprintf(stderr, "usage: test_kvstore_async_fault DIR kill|stop|early-exit\n");
     return 2;
   }
   const std::string dir = argv[1];
-  const bool stop = std::string(argv[2]) == "stop";
+  const std::string mode = argv[2];
+  const bool stop = mode == "stop";
+  if (mode == "early-exit") {
+    herd::init();
+    return run_early_exit();
+  }
   mkdir(dir.c_str(), 0755);
   // The victim is known before herd::init, which on a server never returns.
   const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");

@@ -17,12 +17,14 @@ int main(int argc, char** argv) {
   const int rank = rank_text != nullptr ? std::atoi(rank_text) : -1;
   std::string expected;
   if (mode == "too-many") {
-    expected = "herd::init: HERD_NUM_SERVERS=2 leaves no worker among the job's 2 ranks; at most 1 "
-               "of them can be parameter servers";
+    expected =
+        "herd::init: HERD_NUM_SERVERS=2 leaves no worker among the job's 2 ranks; at most 1 "
+        "of them can be parameter servers";
   } else if (mode == "no-loop") {
-    expected = "herd::init: on rank 1, rank 1 is a parameter server (HERD_NUM_SERVERS=1), but "
-               "this program has no server loop: it does not link herd's KVStore library "
-               "(herd::kvstore)";
+    expected =
+        "herd::init: on rank 1, rank 1 is a parameter server (HERD_NUM_SERVERS=1), but "
+        "this program has no server loop: it does not link herd's KVStore library "
+        "(herd::kvstore)";
   } else {
     std::fprintf(stderr, "usage: test_kvstore_async_init too-many|no-loop\n");
     return 2;
