@@ -35,8 +35,10 @@ def test_init_keeps_rank_zeros_value(rank):
     assert np.array_equal(pulled(kv, "w"), filled(10))
 
 
-def test_pushpull_sums_over_devices_and_workers(rank, size):
-    kv = hkv.create("dist_sync")
+@pytest.mark.parametrize("store_type", ["dist_sync", "dist_device_sync", "dist"])
+def test_pushpull_sums_over_devices_and_workers(store_type, rank, size):
+    kv = hkv.create(store_type)
+    assert kv.type == store_type
     kv.init(0, filled(0))
     values = [filled(rank + 1), filled(rank + 1)]
     kv.pushpull(0, values)
