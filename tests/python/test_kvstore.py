@@ -28,6 +28,8 @@ def pulled(kv, key, dtype=np.float32):
 def test_the_store_describes_itself():
     kv = hkv.create("LOCAL")
     assert kv.type == "local"
+    assert hkv.create().type == "local"
+    assert hkv.create(type="Local").type == "local"
     assert kv.rank == 0
     assert kv.num_workers == 1
     assert kv.is_capable(hkv.KVStore.OPTIMIZER) is True
@@ -247,6 +249,8 @@ def test_argument_shapes_that_make_no_sense_are_type_errors():
         kv.set_gradient_compression("2bit")
     with pytest.raises(TypeError, match="str"):
         hkv.create(3)
+    with pytest.raises(TypeError, match="once"):
+        hkv.create("device", type="local")
 
 
 def test_read_only_outputs_are_refused():

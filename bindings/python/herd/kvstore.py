@@ -42,13 +42,18 @@ __all__ = [
 ]
 
 
-def create(name="local"):
-    """A new store of type ``name``: local, device, dist_sync, dist_device_sync, dist_async
-    or horovod (MXNet's rules: lower-cased, then matched by substring). The distributed
-    types need ``herd.init()`` first, and every worker creates its stores in the same
-    order."""
+def create(name="local", *, type=None):
+    """A new store of type ``name`` (MXNet's keyword; ``type=`` is herd's C++ one): local,
+    device, dist_sync, dist_device_sync, dist_async or horovod (MXNet's rules: lower-cased,
+    then matched by substring). The distributed types need ``herd.init()`` first, and every
+    worker creates its stores in the same order."""
+    if type is not None:
+        if name != "local":
+            raise TypeError("herd.kvstore.create: give the store's type once, as name= or type=")
+        name = type
     if not isinstance(name, str):
-        raise TypeError(f"herd.kvstore.create: the type is a str, not {type(name).__name__}")
+        raise TypeError("herd.kvstore.create: the type is a str, not "
+                        f"{name.__class__.__name__}")
     return KVStore(_native.kvstore_create(name))
 
 
