@@ -100,7 +100,7 @@ class PythonUpdater {
   // Raises the callable's exception into the store as herd::Error with its
   // text; Store::run then raises the original exception to the caller, with a
   // note naming the key, so a bug in the updater reads as itself.
-  void operator()(const kv::Key& key, const TensorView& merged, TensorView stored) const {
+  void operator()(const kv::Key& key, const TensorView& merged, TensorView stored) {
     py::gil_scoped_acquire gil;
     try {
       (*function_)(key_object(key), host_array(merged, false), host_array(stored, true));
@@ -108,20 +108,17 @@ class PythonUpdater {
       const std::string text = error.what();
       const std::string note = "raised by the herd.kvstore updater on key " + key.to_string();
       if (py::hasattr(error.value(), "add_note")) error.value().attr("add_note")(note);
-      *failure_ = std::make_shared<py::error_already_set>(std::move(error));
+      failure_ = std::make_shared<py::error_already_set>(std::move(error));
       throw Error("herd.kvstore: the updater raised on key " + key.to_string() + ": " + text);
     }
   }
 
   // The exception the updater raised last, if any, taken (the GIL held).
-  std::shared_ptr<py::error_already_set> take_failure() const {
-    return std::exchange(*failure_, nullptr);
-  }
+  std::shared_ptr<py::error_already_set> take_failure() { return std::exchange(failure_, nullptr); }
 
  private:
   std::shared_ptr<py::function> function_;
-  std::shared_ptr<std::shared_ptr<py::error_already_set>> failure_ =
-      std::make_shared<std::shared_ptr<py::error_already_set>>();
+  std::shared_ptr<py::error_already_set> failure_;
 };
 
 // One store. The C++ store, not Python's garbage collector, decides when its
@@ -154,11 +151,15 @@ class Store {
     }
   }
 
+  // The store's updater becomes the one whose failures run() looks for only
+  // once the store has taken it (dist_async refuses any).
   void set_updater(py::function function) {
-    updater_ = std::make_shared<PythonUpdater>(std::move(function));
-    kv::Updater updater = [held = updater_](const kv::Key& key, const TensorView& merged,
-                                            TensorView stored) { (*held)(key, merged, stored); };
+    auto held = std::make_shared<PythonUpdater>(std::move(function));
+    kv::Updater updater = [held](const kv::Key& key, const TensorView& merged, TensorView stored) {
+      (*held)(key, merged, stored);
+    };
     run([&](kv::KVStore& store) { store.set_updater(std::move(updater)); });
+    updater_ = std::move(held);
   }
 
  private:
