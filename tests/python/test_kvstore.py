@@ -419,3 +419,11 @@ def test_integer_values_are_summed_and_assigned():
     out = np.zeros(SHAPE, np.int64)
     kv.pull(0, out=out)
     assert np.array_equal(out, np.full(SHAPE, 2**40 + 3, np.int64))
+
+
+def test_tensors_herd_cannot_address_are_refused():
+    kv = hkv.create("local")
+    with pytest.raises(ValueError, match="meta"):
+        kv.init(0, torch.ones(SHAPE, device="meta"))
+    with pytest.raises(ValueError, match="sparse"):
+        kv.init(0, torch.ones(SHAPE).to_sparse())

@@ -81,6 +81,18 @@ def _array_tuple(array):
     return (array.ctypes.data, array.dtype.name, list(array.shape), -1, 0)
 
 
+def _checked_tensor(tensor, caller):
+    """The tensor itself, once it is a dense one in memory herd can address."""
+    import torch
+
+    if tensor.device.type not in ("cpu", "cuda"):
+        raise ValueError(f"{caller}: the tensor is on {tensor.device}; herd takes CPU tensors, "
+                         "and CUDA ones where it was built with CUDA")
+    if tensor.layout != torch.strided:
+        raise ValueError(f"{caller}: {tensor.layout} tensors are not supported; use a dense one")
+    return tensor
+
+
 def _tensor_tuple(tensor):
     if tensor.device.type == "cuda":
         import torch
@@ -109,7 +121,7 @@ class _Call:
             self.keep_alive.append(array)
             return _array_tuple(array)
         if _is_value(value):
-            tensor = value.detach().contiguous()
+            tensor = _checked_tensor(value, self.caller).detach().contiguous()
             self.keep_alive.append(tensor)
             return _tensor_tuple(tensor)
         raise TypeError(f"{self.caller}: a value is a numpy.ndarray or a torch.Tensor, "
@@ -128,7 +140,7 @@ class _Call:
             self.keep_alive.append(array)
             return _array_tuple(array)
         if _is_value(value):
-            tensor = value.detach()
+            tensor = _checked_tensor(value, self.caller).detach()
             if not tensor.is_contiguous():
                 tensor = tensor.contiguous()
                 self.copies_back.append(lambda: _copy_tensor(value, tensor))
