@@ -2,6 +2,8 @@
 from the allreduce of the pushes) and horovod. Every rank runs every test, so each call
 meets its peers; expected values are computed here from the ranks' known inputs."""
 
+import time
+
 import numpy as np
 import pytest
 
@@ -140,23 +142,37 @@ def test_horovod_pushpull_is_the_allreduce_sum_and_keeps_nothing(rank, size):
         kv.set_optimizer(hkv.SGD())
 
 
+LATE_SECONDS = 1.5
+
+
 @pytest.mark.parametrize("call", ["barrier", "pushpull", "push_with_updater"])
 def test_waiting_releases_the_gil(call, rank):
-    """Rank 0 waits in a store call that a late rank enters half a second late, while
-    another Python thread runs (test_basics.py's measurement); the updater takes the GIL
-    back to run."""
-    from test_basics import _check_released, _wait_for_late_rank
+    """Rank 0 waits in a store call that rank 1 enters LATE_SECONDS late, while another
+    Python thread runs (test_basics.py's measurement, with a longer wait for a loaded
+    machine); the updater takes the GIL back to run."""
+    from test_basics import _run_beside_a_python_thread
 
     kv = hkv.create("dist_sync")
     kv.init(0, filled(0))
     if call == "push_with_updater":
         kv.set_updater(lambda key, merged, stored: np.copyto(stored, merged + 1))
-    bodies = {
+    body = {
         "barrier": kv.barrier,
         "pushpull": lambda: kv.pushpull(0, filled(1)),
         "push_with_updater": lambda: kv.push(0, filled(1)),
-    }
-    _check_released(call, _wait_for_late_rank(bodies[call], rank))
+    }[call]
+    kv.barrier()
+    measured = np.zeros(2)
+    if rank == 0:
+        measured[:] = _run_beside_a_python_thread(body)
+    else:
+        if rank == 1:
+            time.sleep(LATE_SECONDS)
+        body()
+    waited, notes = hn.broadcast(measured, 0, name=f"kvstore.gil.{call}")
+    assert waited > LATE_SECONDS / 2, f"{call} returned after {waited:.3f} s without waiting"
+    assert notes >= 50, (f"{call}: another Python thread ran in only {int(notes)} milliseconds "
+                         f"of the {waited:.3f} s wait: the call holds the GIL while it waits")
     if call == "push_with_updater":
         assert np.array_equal(pulled(kv, 0), filled(herd.size() + 1))
 
