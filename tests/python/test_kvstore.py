@@ -427,3 +427,31 @@ def test_tensors_herd_cannot_address_are_refused():
         kv.init(0, torch.ones(SHAPE, device="meta"))
     with pytest.raises(ValueError, match="sparse"):
         kv.init(0, torch.ones(SHAPE).to_sparse())
+
+
+def test_dumped_optimizer_states_bring_their_optimizer():
+    # With dump_optimizer the file carries the optimizer too: a store without one takes it
+    # and continues bitwise as the original; without it, that store refuses the file.
+    rng = np.random.default_rng(13)
+    grads = [rng.standard_normal(SHAPE).astype(np.float32) for _ in range(4)]
+    original = hkv.create("local")
+    original.set_optimizer(hkv.Adam(learning_rate=0.01, wd=0.1,
+                                    lr_scheduler=hkv.FactorScheduler(step=1, factor=0.9)))
+    original.init("w", ones())
+    for grad in grads[:2]:
+        original.push("w", grad)
+    resumed, refusing = hkv.create("local"), hkv.create("local")
+    for store in (resumed, refusing):
+        store.init("w", pulled(original, "w"))
+    with tempfile.TemporaryDirectory(prefix="herd_kvstore_states.") as folder:
+        with_optimizer = pathlib.Path(folder) / "with_optimizer"
+        without = pathlib.Path(folder) / "without"
+        original.save_optimizer_states(with_optimizer, dump_optimizer=True)
+        original.save_optimizer_states(without)
+        resumed.load_optimizer_states(with_optimizer)
+        with pytest.raises(herd.Error, match="the store has no optimizer and the file holds none"):
+            refusing.load_optimizer_states(without)
+    for grad in grads[2:]:
+        original.push("w", grad)
+        resumed.push("w", grad)
+    assert np.array_equal(pulled(resumed, "w"), pulled(original, "w"))
