@@ -455,3 +455,13 @@ def test_dumped_optimizer_states_bring_their_optimizer():
         original.push("w", grad)
         resumed.push("w", grad)
     assert np.array_equal(pulled(resumed, "w"), pulled(original, "w"))
+
+
+def test_bad_optimizer_settings_are_refused_by_the_store():
+    kv = hkv.create("local")
+    with pytest.raises(herd.Error, match="-1"):
+        kv.set_optimizer(hkv.SGD(learning_rate=-1.0))
+    with pytest.raises(herd.Error, match="beta1"):
+        kv.set_optimizer(hkv.Adam(beta1=1.5))
+    with pytest.raises(herd.Error, match="step_size"):
+        kv.set_optimizer(hkv.SGD(lr_scheduler=hkv.FactorScheduler(step=0)))
