@@ -8,7 +8,7 @@ setuptools, wheel and pybind11 that Debian installed instead of fetching them
 from PyPI. The compiled part is built by herd's own CMake project: the C++
 library and the extension only (no tests, examples or benchmarks), installed
 into the package by `cmake --install --component python`, so the installed
-package holds _native*.so and the libherd.so it loads from beside it.
+package holds _native*.so and the libherd*.so it loads from beside it.
 HERD_CMAKE_ARGS adds arguments to the configure step.
 """
 

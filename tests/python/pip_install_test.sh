@@ -30,6 +30,7 @@ import os
 import numpy as np
 import torch
 
+import herd.kvstore as hkv
 import herd.numpy as hn
 import herd.torch as hvd
 
@@ -40,6 +41,11 @@ summed = hvd.allreduce(torch.full((5,), float(rank + 1)), op=hvd.Sum, name="chec
 assert torch.equal(summed, torch.full((5,), size * (size + 1) / 2)), summed
 gathered = hn.allgather(np.array([rank], dtype=np.int64), name="check.numpy")
 assert gathered.tolist() == list(range(size)), gathered
+kv = hkv.create("dist_sync")  # the KVStore library, loaded from the package too
+kv.init(0, np.zeros(3, np.float32))
+pushed = np.full(3, rank + 1, np.float32)
+kv.pushpull(0, pushed)
+assert pushed.tolist() == [size * (size + 1) / 2] * 3, pushed
 print(f"rank {rank}: installed herd works ({hvd.__file__})")
 hvd.shutdown()
 PY
