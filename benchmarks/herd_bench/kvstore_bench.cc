@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <iterator>
@@ -14,6 +15,7 @@
 
 #include <herd/herd.h>
 #include <herd/kvstore.h>
+#include <herd/parameter_server.h>
 
 #include "benchmarks/herd_bench/bench_mpi.h"
 #include "benchmarks/herd_bench/kvstore_values.h"
@@ -38,7 +40,8 @@ namespace {
 //                      place (copied first, untimed, as above).
 //   dist_sync:         KVStore "dist_sync": one push of every key, then one
 //                      pull of every key, the default updater (assign).
-//   dist_async:        the same on "dist_async" (server ranks).
+//   dist_async:        the same on "dist_async" (server ranks), whose servers
+//                      need an optimizer: SGD with learning rate 0.
 //   <type>+<compression>: the same with set_gradient_compression.
 constexpr const char* kAllreduce = "allreduce";
 constexpr const char* kAllreduceGrouped = "allreduce-grouped";
@@ -127,7 +130,7 @@ void print_kvstore_table(const KvstoreBenchOptions& options, const StepTableInfo
       "each step: allreduce = every gradient's allreduce_async in place, then a wait for all "
       "(fused by the runtime); allreduce-grouped = one grouped_allreduce of them; horovod = one "
       "pushpull of every key; dist_* = one push of every key, then one pull of every key "
-      "(default updater: assign)");
+      "(dist_sync: default updater, assign; dist_async: SGD with learning rate 0)");
   notes.print_note(
       "time: per step the slowest worker; median and mean over the steps; algbw = gradient "
       "bytes / median; vs_allreduce = median / the allreduce row's median");
@@ -201,9 +204,19 @@ class KvstoreRows {
       for (const auto& values : inputs_) first.push_back(values[0]);
       kv->init(keys_, first);
     }
+    const bool async = type == "dist_async";
+    if (async) {
+      // The servers need an optimizer (as upstream); learning rate 0 runs
+      // their update and leaves the value checkable (kvstore_values.h).
+      kv::OptimizerConfig sgd;
+      sgd.sgd.lr = 0;
+      kv->set_optimizer(sgd);
+    }
     if (compression != "none") kv->set_gradient_compression({compression, options_.threshold});
     run_.check = checker(type, compression, kv->num_workers());
     const kv::Stats before = kv->stats();
+    const std::vector<int64_t> updates_before =
+        async ? kv->update_counts() : std::vector<int64_t>();
     KvstoreRow row;
     if (in_place) {
       row.result = run_.measure(
@@ -218,6 +231,7 @@ class KvstoreRows {
     const int steps = options_.warmup + options_.iterations;
     row.traffic = Traffic{per_step(after.bytes_sent - before.bytes_sent, steps),
                           per_step(after.bytes_received - before.bytes_received, steps)};
+    if (async) row.result.wrong += missing_server_updates(path, *kv, updates_before, steps);
     kv->barrier();
     return row;
   }
@@ -253,6 +267,27 @@ class KvstoreRows {
   }
 
  private:
+  // The pushes the servers applied during the row against one per slice per
+  // worker and step, the same on every worker (every push is acknowledged
+  // before measure() returns): the difference, printed if any.
+  int64_t missing_server_updates(const std::string& path, kv::KVStore& kv,
+                                 const std::vector<int64_t>& before, int steps) {
+    const std::vector<int64_t> after = kv.update_counts();
+    int64_t applied = 0;
+    for (std::size_t s = 0; s < after.size(); ++s) applied += after[s] - before[s];
+    std::vector<int64_t> counts;
+    for (const StepTensor& t : run_.plan) counts.push_back(t.count);
+    const ps::Layout layout = ps::layout();
+    const int64_t expected = expected_server_updates(counts, layout.num_workers, layout.num_servers,
+                                                     layout.bigarray_bound, steps);
+    if (applied == expected) return 0;
+    if (run_.rank == 0) {
+      std::fprintf(stderr, "%s: the servers applied %lld pushes, expected %lld\n", path.c_str(),
+                   static_cast<long long>(applied), static_cast<long long>(expected));
+    }
+    return std::llabs(applied - expected);
+  }
+
   void copy_input_to_output() {
     std::memcpy(run_.output.data(), run_.input.data(), run_.output.size() * sizeof(float));
   }
@@ -260,20 +295,18 @@ class KvstoreRows {
   // The values every row must pull (kvstore_values.h).
   std::function<int64_t(const char*)> checker(const std::string& type,
                                               const std::string& compression, int workers) {
-    const bool async = type == "dist_async";
-    if (compression != "none") {
-      const float expected =
-          compressed_step_value(compression, options_.threshold, async ? 1 : workers);
-      return [this, expected](const char* path) {
-        return count_each(path, [expected](const StepTensor& t, const float* data, int64_t* first) {
-          return count_wrong_constant(data, t.count, expected, first);
+    if (type == "dist_async") {
+      return [this](const char* path) {
+        return count_each(path, [](const StepTensor& t, const float* data, int64_t* first) {
+          return count_wrong_rank_values(data, t.count, t.index, 0, first);
         });
       };
     }
-    if (async) {
-      return [this](const char* path) {
-        return count_each(path, [this](const StepTensor& t, const float* data, int64_t* first) {
-          return count_wrong_one_rank(data, t.count, t.index, run_.ranks, first);
+    if (compression != "none") {
+      const float expected = compressed_step_value(compression, options_.threshold, workers);
+      return [this, expected](const char* path) {
+        return count_each(path, [expected](const StepTensor& t, const float* data, int64_t* first) {
+          return count_wrong_constant(data, t.count, expected, first);
         });
       };
     }

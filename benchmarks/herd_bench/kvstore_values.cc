@@ -1,7 +1,5 @@
 #include "benchmarks/herd_bench/kvstore_values.h"
 
-#include <cmath>
-
 #include "benchmarks/herd_bench/step_plan.h"
 
 namespace herd::bench {
@@ -37,22 +35,22 @@ int64_t count_wrong_constant(const float* data, int64_t count, float expected,
   return wrong;
 }
 
-int64_t count_wrong_one_rank(const float* data, int64_t count, int index, int ranks,
-                             int64_t* first_wrong) {
-  if (count == 0) return 0;
-  // Element 0 of rank r is step_input_value(index, 0, 0) + r.
-  const double rank = static_cast<double>(data[0]) - step_input_value(index, 0, 0);
-  if (!(rank >= 0 && rank < ranks && rank == std::floor(rank))) {
-    *first_wrong = 0;
-    return count;
-  }
+int64_t count_wrong_rank_values(const float* data, int64_t count, int index, int rank,
+                                int64_t* first_wrong) {
   int64_t wrong = 0;
   for (int64_t i = 0; i < count; ++i) {
-    if (data[i] == step_input_value(index, static_cast<int>(rank), i)) continue;
+    if (data[i] == step_input_value(index, rank, i)) continue;
     if (wrong == 0) *first_wrong = i;
     ++wrong;
   }
   return wrong;
+}
+
+int64_t expected_server_updates(const std::vector<int64_t>& counts, int workers, int servers,
+                                int64_t bigarray_bound, int steps) {
+  int64_t slices = 0;
+  for (int64_t n : counts) slices += n >= bigarray_bound ? servers : 1;
+  return slices * workers * steps;
 }
 
 }  // namespace herd::bench

@@ -47,30 +47,28 @@ TEST_CASE("kvstore check: constant values") {
   CHECK(first == 3);
 }
 
-TEST_CASE("kvstore check: one rank's push, whole") {
-  for (int rank : {0, 1, 3}) {
-    auto v = rank_values(5, rank, 20);
-    int64_t first = -1;
-    CHECK(count_wrong_one_rank(v.data(), 20, 5, 4, &first) == 0);
-    // A mix of two ranks' values is wrong where it differs from element 0's.
-    const auto other = rank_values(5, rank == 0 ? 2 : 0, 20);
-    v[11] = other[11];
-    CHECK(count_wrong_one_rank(v.data(), 20, 5, 4, &first) == 1);
-    CHECK(first == 11);
-  }
-  // Another gradient's values, a rank beyond the job, or the sum: all wrong.
-  const auto other_gradient = rank_values(6, 0, 20);
+TEST_CASE("kvstore check: one rank's push") {
+  auto v = rank_values(5, 0, 20);
   int64_t first = -1;
-  CHECK(count_wrong_one_rank(other_gradient.data(), 20, 5, 4, &first) == 20);
+  CHECK(count_wrong_rank_values(v.data(), 20, 5, 0, &first) == 0);
+  CHECK(first == -1);
+  // Another rank's values, another gradient's, a NaN.
+  const auto rank1 = rank_values(5, 1, 20);
+  CHECK(count_wrong_rank_values(rank1.data(), 20, 5, 0, &first) == 20);
   CHECK(first == 0);
-  const auto beyond = rank_values(5, 4, 20);
-  CHECK(count_wrong_one_rank(beyond.data(), 20, 5, 4, &first) == 20);
-  std::vector<float> sum(20);
-  for (int64_t i = 0; i < 20; ++i)
-    sum[static_cast<size_t>(i)] = static_cast<float>(step_expected_value(5, 2, i));
-  CHECK(count_wrong_one_rank(sum.data(), 20, 5, 2, &first) == 20);
-  std::vector<float> nan(20, std::nanf(""));
-  CHECK(count_wrong_one_rank(nan.data(), 20, 5, 2, &first) == 20);
+  const auto other_gradient = rank_values(6, 0, 20);
+  CHECK(count_wrong_rank_values(other_gradient.data(), 20, 5, 0, &first) == 20);
+  v[13] = std::nanf("");
+  CHECK(count_wrong_rank_values(v.data(), 20, 5, 0, &first) == 1);
+  CHECK(first == 13);
+}
+
+TEST_CASE("kvstore check: the servers' updates, one per slice") {
+  // Two small keys (one slice each) and one at the bound (a slice per server).
+  const std::vector<int64_t> counts = {10, 999, 1000};
+  CHECK(expected_server_updates(counts, 2, 3, 1000, 4) == (1 + 1 + 3) * 2 * 4);
+  CHECK(expected_server_updates(counts, 1, 1, 1000, 1) == 3);
+  CHECK(expected_server_updates(counts, 4, 2, 10, 2) == 6 * 4 * 2);
 }
 
 }  // namespace
