@@ -8,8 +8,21 @@
 #                    not depend on how the runtime fused the gradients); on 2
 #                    ranks also --resume of that checkpoint on 3 ranks, which
 #                    fails naming both counts
-#       bad_options  --communication async, --kvstore local on 2 ranks and a
-#                    corrupt checkpoint with --resume each fail with a message
+#       bad_options  each misuse fails with its message: --kvstore local on 2
+#                    ranks, --gradient-compression with local or horovod,
+#                    --communication async with a synchronous --kvstore,
+#                    dist_async without servers, --slow-rank past the
+#                    workers, --resume without or with a corrupt checkpoint
+#       kvstore_sync on RANKS ranks: every synchronous KVStore type against
+#                    the allreduce path (--kvstore horovod) as the
+#                    independent reference: local and device on 1 process,
+#                    dist_sync and dist_device_sync on RANKS, identical
+#                    checksums (same sums, same rescaling by a power of two
+#                    or 1/ranks, same schedule); with --gradient-accumulation
+#                    3 (a rescaling by 1/(3 ranks) instead of 1/3 then
+#                    1/ranks) the parameter norms agree within 1e-6; a
+#                    dist_sync checkpoint resumes bitwise and is refused by
+#                    horovod; 2-bit compression still learns
 # Exits 77 (skipped) when herd-train reports the dataset missing.
 set -uo pipefail
 
@@ -40,6 +53,30 @@ run() {
 }
 
 checksum() { sed -n 's/^checksum: \([0-9a-f]*\)$/\1/p' "$work/out"; }
+norm() { sed -n 's/^parameter norm: //p' "$work/out"; }
+# The test accuracy of the last epoch line, in percent.
+accuracy() { awk '$1 ~ /^[0-9]+$/ && $3 ~ /%$/ {a = $3} END {sub(/%/, "", a); print a}' "$work/out"; }
+
+# Runs on $1 ranks (the rest: arguments), expects success; the checksum in $sum.
+run_ok() {
+  run "$@"
+  [[ $rc -eq 0 ]] || fail "herd-train $* exited $rc"
+  sum="$(checksum)"
+  [[ -n "$sum" ]] || fail "herd-train $* printed no checksum"
+}
+
+# same_as_horovod RANKS KVSTORE ARGS...: --kvstore KVSTORE on RANKS ranks
+# ends with the checksum of --kvstore horovod with the same ARGS.
+same_as_horovod() {
+  local ranks="$1" kvstore="$2"
+  shift 2
+  run_ok "$ranks" --kvstore horovod "$@" "${common[@]}"
+  local expected="$sum"
+  run_ok "$ranks" --kvstore "$kvstore" "$@" "${common[@]}"
+  echo "--kvstore $kvstore $* on $ranks: $sum, horovod: $expected"
+  [[ "$sum" == "$expected" ]] ||
+    fail "--kvstore $kvstore $* on $ranks ranks: checksum $sum != horovod's $expected"
+}
 
 # Runs and expects failure with a message matching $2 (the rest: arguments).
 expect_failure() {
@@ -84,11 +121,56 @@ case "$mode" in
     fi
     ;;
   bad_options)
-    expect_failure 2 "not implemented" --communication async --epochs 1
-    expect_failure 2 "kvstore local" --kvstore local --epochs 1
+    expect_failure 2 "kvstore local trains in a single process" --kvstore local --epochs 1
+    expect_failure 1 "--gradient-compression 2bit compresses what a worker sends" \
+      --kvstore local --gradient-compression 2bit
+    expect_failure 2 "but --kvstore is horovod" --gradient-compression 1bit
+    expect_failure 2 "--communication async needs --kvstore dist_async" \
+      --kvstore dist_sync --communication async
+    expect_failure 2 "dist_async needs parameter-server ranks" --communication async
+    expect_failure 2 "--slow-rank 2 is not a worker" --slow-rank 2
     head -c 100 /dev/urandom >"$work/corrupt"
     expect_failure 2 "$work/corrupt" --epochs 1 --checkpoint "$work/corrupt" --resume
     expect_failure 1 "needs --checkpoint" --resume
+    ;;
+  kvstore_sync)
+    common=(--epochs 2 --max-steps-per-epoch 20 --print-checksum --seed 7)
+    same_as_horovod 1 local
+    same_as_horovod 1 device --optimizer adam --learning-rate 0.001
+    same_as_horovod "$ranks" dist_sync
+    same_as_horovod "$ranks" dist_device_sync --weight-decay 0.001 --lr-schedule step \
+      --lr-step-epochs 1
+    same_as_horovod "$ranks" dist_sync --gradient-accumulation 2 --optimizer adam \
+      --learning-rate 0.001
+    # k = 3: horovod scales by 1/3 before the sum and by 1/ranks after it,
+    # the store by 1/(3 ranks) after it; a few roundings apart.
+    run_ok "$ranks" --kvstore horovod --gradient-accumulation 3 "${common[@]}"
+    expected="$(norm)"
+    run_ok "$ranks" --kvstore dist_sync --gradient-accumulation 3 "${common[@]}"
+    echo "--gradient-accumulation 3: parameter norm $(norm), horovod's $expected"
+    awk -v a="$(norm)" -v b="$expected" 'BEGIN {d = a - b; if (d < 0) d = -d; exit !(d <= 1e-6 * b)}' ||
+      fail "--gradient-accumulation 3: dist_sync's parameter norm $(norm) != horovod's $expected"
+
+    # Resume: the store's optimizer states (and its update count) come back.
+    resume_args=(--kvstore dist_sync --optimizer adam --learning-rate 0.001 --lr-schedule constant)
+    run_ok "$ranks" --epochs 2 "${common[@]:2}" "${resume_args[@]}"
+    whole="$sum"
+    run_ok "$ranks" --epochs 1 --checkpoint "$work/ckpt" "${common[@]:2}" "${resume_args[@]}"
+    [[ "$sum" != "$whole" ]] || fail "dist_sync: the second epoch changed nothing"
+    run_ok "$ranks" --epochs 2 --checkpoint "$work/ckpt" --resume "${common[@]:2}" "${resume_args[@]}"
+    echo "dist_sync resumed: $sum, uninterrupted: $whole"
+    [[ "$sum" == "$whole" ]] || fail "dist_sync resumed checksum $sum != uninterrupted $whole"
+    expect_failure "$ranks" "written with --kvstore dist_sync" --kvstore horovod --optimizer adam \
+      --epochs 3 --checkpoint "$work/ckpt" --resume "${common[@]:2}"
+
+    # 2-bit compression: fewer bits, still learning (1 epoch of 200 steps
+    # reaches about 75%; chance is 10%).
+    run "$ranks" --kvstore dist_sync --gradient-compression 2bit --compression-threshold 0.5 \
+      --epochs 1 --max-steps-per-epoch 200
+    [[ $rc -eq 0 ]] || fail "dist_sync with 2-bit compression: exit $rc"
+    grep -q "gradient compression 2bit (threshold 0.5)" "$work/out" || fail "no compression in the banner"
+    awk -v a="$(accuracy)" 'BEGIN {exit !(a >= 60)}' ||
+      fail "dist_sync with 2-bit compression: test accuracy $(accuracy)% < 60%"
     ;;
   *) fail "unknown mode $mode" ;;
 esac
