@@ -9,6 +9,7 @@
 
 #include "herd/error.h"
 #include "herd/herd.h"
+#include "herd/kvstore.h"
 
 namespace herd {
 namespace kv {
@@ -37,6 +38,15 @@ inline void start_and_wait_all(std::size_t count, const std::function<Handle(std
     }
   }
   if (!first_error.empty()) throw Error(first_error);
+}
+
+// Stats of one allreduce of `bytes` over `workers`: a ring allreduce sends and
+// receives 2 (W - 1) / W of the array on each worker, herd's cost model for
+// the sum (docs/performance.md).
+inline void add_ring_allreduce_bytes(Stats& stats, int64_t bytes, int workers) {
+  const int64_t moved = workers > 1 ? 2 * (workers - 1) * bytes / workers : 0;
+  stats.bytes_sent += moved;
+  stats.bytes_received += moved;
 }
 
 }  // namespace detail

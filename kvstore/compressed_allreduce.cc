@@ -1,5 +1,8 @@
 #include "kvstore/compressed_allreduce.h"
 
+#include <string>
+#include <unordered_set>
+
 #include <fmt/format.h>
 
 #include "herd/herd.h"
@@ -56,6 +59,16 @@ void compressed_allreduce(const CompressionParams& params,
                           const std::vector<CompressedItem>& items) {
   if (params.type == CompressionType::kNone) {
     throw Error("compressed allreduce needs type \"2bit\" or \"1bit\", got \"none\"");
+  }
+  // Checked before anything is submitted, so that every worker refuses alike:
+  // a name submitted twice would otherwise be refused only where the first
+  // gather is still in flight.
+  std::unordered_set<std::string> names;
+  for (const CompressedItem& item : items) {
+    if (!names.insert(item.name).second) {
+      throw Error(
+          fmt::format("compressed allreduce: item \"{}\" appears twice in one call", item.name));
+    }
   }
   std::vector<Gather> gathers(items.size());
   try {

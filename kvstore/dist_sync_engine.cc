@@ -138,8 +138,7 @@ void DistSyncEngine::sum_over_workers(const std::vector<KeyItem>& items) {
     const KeyItem& item = items[i];
     Tensor& sum = sum_buffer(item);
     if (sum.num_bytes() > 0) std::memcpy(sum.data(), item.value.data, sum.num_bytes());
-    stats_.bytes_sent += static_cast<int64_t>(sum.num_bytes());
-    stats_.bytes_received += static_cast<int64_t>(sum.num_bytes());
+    add_ring_allreduce_bytes(stats_, static_cast<int64_t>(sum.num_bytes()), num_workers());
     return herd::allreduce_async(name("push", item.id), sum.view(), sum.view(), ReduceOp::kSum);
   });
 }
@@ -155,7 +154,7 @@ void DistSyncEngine::sum_compressed_over_workers(const std::vector<KeyItem>& ite
                                         n, sum_buffer(item).data_as<float>()});
     const int64_t bytes = compressed_bytes(compression_.type, n);
     stats_.bytes_sent += bytes;
-    stats_.bytes_received += bytes * num_workers();
+    stats_.bytes_received += bytes * (num_workers() - 1);
   }
   compressed_allreduce(compression_, compressed);
 }

@@ -3,6 +3,10 @@
 #include <cmath>
 #include <cstring>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <fmt/format.h>
 
 #include "herd/error.h"
@@ -37,72 +41,143 @@ void check_type(const char* what, CompressionType type) {
 constexpr int shift_2bit(int64_t slot) { return 6 - 2 * static_cast<int>(slot); }
 
 // One element of the 2bit rule, in float32 as upstream: the residual takes
-// the gradient, then gives up +t or -t when it reached it.
+// the gradient, then gives up +t or -t when it reached it. Written as
+// selects, as the word kernels below compute them four lanes at a time; a
+// kept residual is the sum itself (r + 0 would turn -0 into +0).
 inline uint8_t quantize_one_2bit(float threshold, float grad, float* residual) {
-  float r = *residual + grad;
-  uint8_t code = 0;
-  if (r >= threshold) {
-    code = 3;
-    r -= threshold;
-  } else if (r <= -threshold) {
-    code = 2;
-    r += threshold;
-  }
-  *residual = r;
-  return code;
+  const float r = *residual + grad;
+  const bool pos = r >= threshold;
+  const bool neg = r <= -threshold;
+  *residual = pos ? r - threshold : (neg ? r + threshold : r);
+  return static_cast<uint8_t>(pos ? 3 : (neg ? 2 : 0));
 }
 
 // Upstream subtracts 1 or adds 1 whatever the threshold: the 1bit codes
 // carry +1 and -1.
 inline uint8_t quantize_one_1bit(float threshold, float grad, float* residual) {
-  float r = *residual + grad;
-  uint8_t bit = 0;
-  if (r > threshold) {
-    bit = 1;
-    r -= 1.0f;
-  } else {
-    r += 1.0f;
-  }
-  *residual = r;
-  return bit;
+  const float r = *residual + grad;
+  const bool bit = r > threshold;
+  *residual = bit ? r - 1.0f : r + 1.0f;
+  return static_cast<uint8_t>(bit);
 }
 
-void quantize_2bit(float threshold, const float* grad, float* residual, int64_t n, uint8_t* codes) {
-  const int64_t full_bytes = n / kValuesPerByte2Bit;
-  // Whole bytes: four values each, no bounds to test inside.
-  for (int64_t b = 0; b < full_bytes; ++b) {
-    const int64_t i = b * kValuesPerByte2Bit;
-    uint8_t byte = 0;
-    for (int64_t slot = 0; slot < kValuesPerByte2Bit; ++slot) {
-      byte |= static_cast<uint8_t>(quantize_one_2bit(threshold, grad[i + slot], residual + i + slot)
-                                   << shift_2bit(slot));
+#if defined(__SSE2__)
+// Bit j of a 4-lane compare's mask (lane j holds value j of a byte's four)
+// moved to bit 6 - 2j: the low bit of value j's 2bit code.
+constexpr uint8_t spread_lanes(int mask) {
+  uint8_t byte = 0;
+  for (int j = 0; j < 4; ++j) byte = static_cast<uint8_t>(byte | ((mask >> j) & 1) << (6 - 2 * j));
+  return byte;
+}
+// Bit j moved to bit 3 - j: lane j is the j-th most significant of a nibble.
+constexpr uint8_t reverse_lanes(int mask) {
+  uint8_t nibble = 0;
+  for (int j = 0; j < 4; ++j) nibble = static_cast<uint8_t>(nibble | ((mask >> j) & 1) << (3 - j));
+  return nibble;
+}
+template <uint8_t (*F)(int)>
+struct LaneTable {
+  uint8_t at[16];
+  constexpr LaneTable() : at() {
+    for (int m = 0; m < 16; ++m) at[m] = F(m);
+  }
+};
+constexpr LaneTable<spread_lanes> kSpread;
+constexpr LaneTable<reverse_lanes> kReverse;
+
+// a where mask, else b.
+inline __m128 select(__m128 mask, __m128 a, __m128 b) {
+  return _mm_or_ps(_mm_and_ps(mask, a), _mm_andnot_ps(mask, b));
+}
+
+// The rules of quantize_one_2bit and quantize_one_1bit on four lanes at once:
+// the same float32 operations and selects, so the same bits.
+void quantize_word_2bit(float threshold, const float* grad, float* residual, uint8_t* out) {
+  const __m128 pos_t = _mm_set1_ps(threshold);
+  const __m128 neg_t = _mm_set1_ps(-threshold);
+  for (int b = 0; b < 4; ++b) {
+    const __m128 r = _mm_add_ps(_mm_loadu_ps(residual + 4 * b), _mm_loadu_ps(grad + 4 * b));
+    const __m128 pos = _mm_cmpge_ps(r, pos_t);
+    const __m128 neg = _mm_cmple_ps(r, neg_t);
+    const __m128 kept = select(neg, _mm_add_ps(r, pos_t), r);
+    _mm_storeu_ps(residual + 4 * b, select(pos, _mm_sub_ps(r, pos_t), kept));
+    const int pos_mask = _mm_movemask_ps(pos);
+    const int sent_mask = pos_mask | _mm_movemask_ps(neg);
+    // 11 for +t, 10 for -t: the high bit says sent, the low bit positive.
+    out[b] = static_cast<uint8_t>(kSpread.at[sent_mask] << 1 | kSpread.at[pos_mask]);
+  }
+}
+
+void quantize_word_1bit(float threshold, const float* grad, float* residual, uint8_t* out) {
+  const __m128 t = _mm_set1_ps(threshold);
+  const __m128 one = _mm_set1_ps(1.0f);
+  for (int b = 0; b < 4; ++b) {
+    int nibbles[2];
+    for (int h = 0; h < 2; ++h) {
+      const int i = 8 * b + 4 * h;
+      const __m128 r = _mm_add_ps(_mm_loadu_ps(residual + i), _mm_loadu_ps(grad + i));
+      const __m128 bit = _mm_cmpgt_ps(r, t);
+      _mm_storeu_ps(residual + i, select(bit, _mm_sub_ps(r, one), _mm_add_ps(r, one)));
+      nibbles[h] = kReverse.at[_mm_movemask_ps(bit)];
     }
-    codes[b] = byte;
+    out[b] = static_cast<uint8_t>(nibbles[0] << 4 | nibbles[1]);
+  }
+}
+#else
+void quantize_word_2bit(float threshold, const float* grad, float* residual, uint8_t* out) {
+  for (int b = 0; b < 4; ++b) {
+    uint8_t byte = 0;
+    for (int k = 0; k < 4; ++k) {
+      const int i = 4 * b + k;
+      byte = static_cast<uint8_t>(byte | quantize_one_2bit(threshold, grad[i], residual + i)
+                                             << shift_2bit(k));
+    }
+    out[b] = byte;
+  }
+}
+
+void quantize_word_1bit(float threshold, const float* grad, float* residual, uint8_t* out) {
+  for (int b = 0; b < 4; ++b) {
+    uint8_t byte = 0;
+    for (int k = 0; k < 8; ++k) {
+      const int i = 8 * b + k;
+      byte = static_cast<uint8_t>(byte | quantize_one_1bit(threshold, grad[i], residual + i)
+                                             << (7 - k));
+    }
+    out[b] = byte;
+  }
+}
+#endif
+
+// Whole words through the word kernels, then the last values one at a time
+// into zeroed bytes.
+void quantize_2bit(float threshold, const float* grad, float* residual, int64_t n, uint8_t* codes) {
+  const int64_t full_words = n / kValuesPerWord2Bit;
+  for (int64_t w = 0; w < full_words; ++w) {
+    const int64_t i = w * kValuesPerWord2Bit;
+    quantize_word_2bit(threshold, grad + i, residual + i, codes + w * kWordBytes);
   }
   const int64_t total_bytes = ceil_div(n, kValuesPerWord2Bit) * kWordBytes;
-  std::memset(codes + full_bytes, 0, static_cast<size_t>(total_bytes - full_bytes));
-  for (int64_t i = full_bytes * kValuesPerByte2Bit; i < n; ++i) {
-    codes[full_bytes] |= static_cast<uint8_t>(quantize_one_2bit(threshold, grad[i], residual + i)
-                                              << shift_2bit(i % kValuesPerByte2Bit));
+  const int64_t done_bytes = full_words * kWordBytes;
+  std::memset(codes + done_bytes, 0, static_cast<size_t>(total_bytes - done_bytes));
+  for (int64_t i = full_words * kValuesPerWord2Bit; i < n; ++i) {
+    codes[i / kValuesPerByte2Bit] |= static_cast<uint8_t>(
+        quantize_one_2bit(threshold, grad[i], residual + i) << shift_2bit(i % kValuesPerByte2Bit));
   }
 }
 
 void quantize_1bit(float threshold, const float* grad, float* residual, int64_t n, uint8_t* codes) {
-  const int64_t full_bytes = n / kValuesPerByte1Bit;
-  for (int64_t b = 0; b < full_bytes; ++b) {
-    const int64_t i = b * kValuesPerByte1Bit;
-    uint8_t byte = 0;
-    for (int64_t slot = 0; slot < kValuesPerByte1Bit; ++slot) {
-      byte |= static_cast<uint8_t>(quantize_one_1bit(threshold, grad[i + slot], residual + i + slot)
-                                   << (7 - slot));
-    }
-    codes[b] = byte;
+  const int64_t full_words = n / kValuesPerWord1Bit;
+  for (int64_t w = 0; w < full_words; ++w) {
+    const int64_t i = w * kValuesPerWord1Bit;
+    quantize_word_1bit(threshold, grad + i, residual + i, codes + w * kWordBytes);
   }
   const int64_t total_bytes = ceil_div(n, kValuesPerWord1Bit) * kWordBytes;
-  std::memset(codes + full_bytes, 0, static_cast<size_t>(total_bytes - full_bytes));
-  for (int64_t i = full_bytes * kValuesPerByte1Bit; i < n; ++i) {
-    codes[full_bytes] |= static_cast<uint8_t>(quantize_one_1bit(threshold, grad[i], residual + i)
-                                              << (7 - i % kValuesPerByte1Bit));
+  const int64_t done_bytes = full_words * kWordBytes;
+  std::memset(codes + done_bytes, 0, static_cast<size_t>(total_bytes - done_bytes));
+  for (int64_t i = full_words * kValuesPerWord1Bit; i < n; ++i) {
+    codes[i / kValuesPerByte1Bit] |= static_cast<uint8_t>(
+        quantize_one_1bit(threshold, grad[i], residual + i) << (7 - i % kValuesPerByte1Bit));
   }
 }
 

@@ -39,8 +39,7 @@ class HorovodEngine : public Engine {
       const KeyItem& item = items[i];
       stats_.pushes += 1;
       stats_.pulls += 1;
-      stats_.bytes_sent += static_cast<int64_t>(item.value.num_bytes());
-      stats_.bytes_received += static_cast<int64_t>(item.value.num_bytes());
+      add_ring_allreduce_bytes(stats_, static_cast<int64_t>(item.value.num_bytes()), num_workers());
       return herd::allreduce_async(name("pushpull", item.id), item.value, item.value,
                                    ReduceOp::kSum);
     });

@@ -116,6 +116,8 @@ std::vector<int64_t> KVStore::Impl::ids_for_init(const std::vector<Key>& keys,
       auto it = string_ids.find(key.str_key());
       id = it != string_ids.end() ? it->second : -1;
       if (id < 0) {
+        // A new string key given twice in this call gets its first id, so
+        // the repeat is caught below.
         for (std::size_t i = 0; i < ids.size(); ++i) {
           if (!keys[i].is_int() && keys[i].str_key() == key.str_key()) id = ids[i];
         }

@@ -4,11 +4,15 @@
 #include <mutex>
 #include <shared_mutex>
 
+#include <fmt/format.h>
+
 #include "common/device_memory.h"
 #include "herd/herd.h"
+#include "herd/parameter_server.h"
 #include "src/blocking_call.h"
 #include "src/config.h"
 #include "src/handle_state.h"
+#include "src/ps_link.h"
 #include "src/runtime.h"
 
 namespace herd {
@@ -56,8 +60,15 @@ void init() {
   // alone, so Runtime::start exchanges the ranks' results once MPI runs
   // (config keeps its defaults meanwhile).
   const Status read = detail::read_config(detail::process_environment(), &config);
-  g_runtime = detail::Runtime::start(
+  std::unique_ptr<detail::Runtime> runtime = detail::Runtime::start(
       config, read, detail::unknown_variable_warnings(detail::herd_variables_in_environment()));
+  if (runtime->is_server()) {
+    // A parameter server serves until the workers are done, then the
+    // process ends: nothing of herd is left for the program to call.
+    lock.unlock();
+    runtime->serve_and_exit();
+  }
+  g_runtime = std::move(runtime);
   g_was_shut_down = false;
 }
 
@@ -256,4 +267,39 @@ void wait(const Handle& handle) {
   if (!status.is_ok()) throw Error(detail::name_the_rank_that_stopped(status.message()));
 }
 
+namespace ps {
+namespace {
+
+// The worker's link to the servers; throws when there is none.
+detail::WorkerLink& worker_link(const char* call) {
+  detail::WorkerLink* link = running(call).worker_link();
+  if (link == nullptr) {
+    throw Error(
+        fmt::format("herd::ps::{}: this job has no parameter servers (HERD_NUM_SERVERS=0)", call));
+  }
+  return *link;
+}
+
+}  // namespace
+
+Layout layout() {
+  std::shared_lock<std::shared_mutex> lock(g_runtime_mutex);
+  return running("ps::layout").layout();
+}
+
+int64_t send_request(int server, Message request) {
+  std::shared_lock<std::shared_mutex> lock(g_runtime_mutex);
+  return worker_link("send_request").send(server, std::move(request));
+}
+
+Message wait_reply(int64_t id, const std::string& what) {
+  std::shared_lock<std::shared_mutex> lock(g_runtime_mutex);
+  return worker_link("wait_reply").wait(id, what);
+}
+
+void set_request_handler_factory(RequestHandlerFactory factory) {
+  detail::register_request_handler_factory(factory);
+}
+
+}  // namespace ps
 }  // namespace herd

@@ -125,6 +125,9 @@ struct Setting {
   Parser parse;
   AgreedValue agreed;
   ValueText text = &decimal_text;  // of agreed settings
+  // Another variable read when `variable` is unset (the name upstream's
+  // recipes use), or null.
+  const char* alias = nullptr;
 };
 
 constexpr int64_t kMaxCacheCapacity = int64_t{1} << 20;
@@ -165,7 +168,7 @@ int64_t field_value(const Config& config) {
 // ranks that disagreed would hang on. HERD_PROCESS_SETS must agree too but
 // is compared list by list when the sets are made; HERD_EAGER_PIECE_BYTES
 // may differ because the ranks take the smallest value.
-const std::array<Setting, 17> kSettings = {{
+const std::array<Setting, 19> kSettings = {{
     {"HERD_FUSION_THRESHOLD", "4194304",
      "Most bytes packed into one fusion buffer; 0 turns fusion off, so every "
      "tensor is reduced on its own.",
@@ -344,6 +347,29 @@ const std::array<Setting, 17> kSettings = {{
        return Status::ok();
      },
      &field_value<&Config::gpu_staging_bytes>},
+    {"HERD_NUM_SERVERS", "0",
+     "The last this many ranks of the job are parameter servers for dist_async "
+     "KVStores, the others workers (herd::rank and herd::size count the workers "
+     "only); herd::init on a server serves until every worker has shut herd "
+     "down, then ends the process. DMLC_NUM_SERVER is read when this is unset.",
+     [](const char* variable, std::string_view text, Config* config) {
+       auto value = parse_integer(text, 0, std::numeric_limits<int>::max());
+       if (!value) return bad_value(variable, text, "a non-negative integer (ranks)");
+       config->num_servers = *value;
+       return Status::ok();
+     },
+     &field_value<&Config::num_servers>, &decimal_text, "DMLC_NUM_SERVER"},
+    {"HERD_KVSTORE_BIGARRAY_BOUND", "1000000",
+     "A dist_async KVStore value of at least this many elements is split over "
+     "every server, a smaller one kept whole on one server. "
+     "MXNET_KVSTORE_BIGARRAY_BOUND is read when this is unset.",
+     [](const char* variable, std::string_view text, Config* config) {
+       auto value = parse_integer(text, 1, kMaxInt64);
+       if (!value) return bad_value(variable, text, "a positive integer (elements)");
+       config->kvstore_bigarray_bound = *value;
+       return Status::ok();
+     },
+     &field_value<&Config::kvstore_bigarray_bound>, &decimal_text, "MXNET_KVSTORE_BIGARRAY_BOUND"},
 }};
 
 // HERD_* variables that are not settings: herd's scripts (scripts/,
@@ -429,9 +455,14 @@ Status read_config(const EnvLookup& env, Config* config) {
   Config result = *config;
   std::string errors;
   for (const Setting& setting : kSettings) {
-    const char* text = env(setting.variable);
+    const char* variable = setting.variable;
+    const char* text = env(variable);
+    if (text == nullptr && setting.alias != nullptr) {
+      variable = setting.alias;
+      text = env(variable);
+    }
     if (text == nullptr) continue;
-    Status status = setting.parse(setting.variable, text, &result);
+    Status status = setting.parse(variable, text, &result);
     if (!status.is_ok()) {
       if (!errors.empty()) errors += "; ";
       errors += status.message();

@@ -85,6 +85,12 @@ struct Config {
   // HERD_GPU_STAGING_BYTES: block size of the MPI path's pipeline through
   // pinned host memory (copy one block while the ring reduces another).
   int64_t gpu_staging_bytes = 4 * 1024 * 1024;
+  // HERD_NUM_SERVERS (or DMLC_NUM_SERVER): the last this many ranks of the
+  // job are parameter servers (include/herd/parameter_server.h).
+  int64_t num_servers = 0;
+  // HERD_KVSTORE_BIGARRAY_BOUND (or MXNET_KVSTORE_BIGARRAY_BOUND): dist_async
+  // values of at least this many elements are split over every server.
+  int64_t kvstore_bigarray_bound = 1000000;
 };
 
 // Returns the value of an environment variable, or nullptr when unset.
@@ -93,8 +99,9 @@ using EnvLookup = std::function<const char*(const char* variable)>;
 // The process environment (std::getenv).
 EnvLookup process_environment();
 
-// Fills *config from `env`; unset variables keep their defaults. A malformed
-// or out-of-range value fails with e.g.
+// Fills *config from `env`; unset variables keep their defaults. A setting
+// with an alias (HERD_NUM_SERVERS: DMLC_NUM_SERVER) reads the alias when its
+// own variable is unset. A malformed or out-of-range value fails with e.g.
 // "HERD_FUSION_THRESHOLD='abc': expected a non-negative integer (bytes)".
 [[nodiscard]] Status read_config(const EnvLookup& env, Config* config);
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -17,6 +19,7 @@
 #include "common/logging.h"
 #include "herd/error.h"
 #include "src/handle_state.h"
+#include "src/ps_link.h"
 #include "src/request_validation.h"
 
 namespace herd::detail {
@@ -196,29 +199,73 @@ std::unique_ptr<Runtime> Runtime::start(const Config& config, const Status& conf
   // ~Runtime finalizes MPI if herd started it.
   fail_if_any_rank_has_a_problem(problem, runtime->size_);
   check_settings_agree(config, runtime->size_);
+  // The settings agree, so every rank throws the same here.
+  const int world_rank = runtime->rank_;
+  const int world_size = runtime->size_;
+  if (config.num_servers >= world_size) {
+    throw Error(fmt::format(
+        "herd::init: HERD_NUM_SERVERS={} leaves no worker among the job's {} ranks; at most {} of "
+        "them can be parameter servers",
+        config.num_servers, world_size, world_size - 1));
+  }
+  runtime->layout_.num_servers = static_cast<int>(config.num_servers);
+  runtime->layout_.num_workers = world_size - runtime->layout_.num_servers;
+  runtime->layout_.bigarray_bound = config.kvstore_bigarray_bound;
+  runtime->is_server_ = world_rank >= runtime->layout_.num_workers;
+  if (runtime->layout_.num_servers > 0) {
+    fail_if_any_rank_has_a_problem(
+        runtime->is_server_ && registered_request_handler_factory() == nullptr
+            ? fmt::format("rank {} is a parameter server (HERD_NUM_SERVERS={}), but this program "
+                          "has no server loop: it does not link herd's KVStore library "
+                          "(herd::kvstore), which serves dist_async stores",
+                          world_rank, runtime->layout_.num_servers)
+            : std::string(),
+        world_size);
+  }
+  // Peers are named, and fault notices reach, every rank of the job,
+  // servers included; all else below is among the workers.
   collectives::record_peer_identities(MPI_COMM_WORLD);
   collectives::open_fault_notices();
+  MPI_Comm workers = MPI_COMM_WORLD;
+  if (runtime->layout_.num_servers > 0) {
+    MPI_Comm link = MPI_COMM_NULL;
+    HERD_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &link));
+    HERD_MPI_CHECK(MPI_Comm_set_errhandler(link, MPI_ERRORS_RETURN));
+    HERD_MPI_CHECK(
+        MPI_Comm_split(MPI_COMM_WORLD, runtime->is_server_ ? 1 : 0, world_rank, &workers));
+    runtime->role_comm_ = workers;
+    if (runtime->is_server_) {
+      runtime->server_comm_ = link;
+      HERD_LOG(kInfo, "started as parameter server {} of {}",
+               world_rank - runtime->layout_.num_workers, runtime->layout_.num_servers);
+      runtime->started_ = true;
+      return runtime;
+    }
+    runtime->link_ =
+        std::make_unique<WorkerLink>(link, runtime->layout_, config.collective_timeout_seconds);
+    runtime->size_ = runtime->layout_.num_workers;
+  }
   MPI_Comm local_comm;
-  HERD_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, runtime->rank_,
-                                     MPI_INFO_NULL, &local_comm));
+  HERD_MPI_CHECK(MPI_Comm_split_type(workers, MPI_COMM_TYPE_SHARED, runtime->rank_, MPI_INFO_NULL,
+                                     &local_comm));
   HERD_MPI_CHECK(MPI_Comm_rank(local_comm, &runtime->local_rank_));
   HERD_MPI_CHECK(MPI_Comm_size(local_comm, &runtime->local_size_));
   HERD_MPI_CHECK(MPI_Comm_free(&local_comm));
   // The ranks with the same local rank, one per machine, ordered by rank.
   MPI_Comm cross_comm;
-  HERD_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, runtime->local_rank_, runtime->rank_, &cross_comm));
+  HERD_MPI_CHECK(MPI_Comm_split(workers, runtime->local_rank_, runtime->rank_, &cross_comm));
   HERD_MPI_CHECK(MPI_Comm_rank(cross_comm, &runtime->cross_rank_));
   HERD_MPI_CHECK(MPI_Comm_size(cross_comm, &runtime->cross_size_));
   HERD_MPI_CHECK(MPI_Comm_free(&cross_comm));
 
-  HERD_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &runtime->registry_comm_));
+  HERD_MPI_CHECK(MPI_Comm_dup(workers, &runtime->registry_comm_));
 
   std::vector<int> everyone(static_cast<std::size_t>(runtime->size_));
   std::iota(everyone.begin(), everyone.end(), 0);
   runtime->set_ranks_[0] = everyone;
   runtime->gpu_support_ = make_gpu_support(config, runtime->rank_, runtime->local_rank_);
-  runtime->member_sets_[0] = std::make_unique<ProcessSetState>(0, everyone, MPI_COMM_WORLD, config,
-                                                               runtime->gpu_support_.get());
+  runtime->member_sets_[0] =
+      std::make_unique<ProcessSetState>(0, everyone, workers, config, runtime->gpu_support_.get());
   // The sets are made one add_process_set at a time, which every rank must
   // call equally often: agree on the count before the first one.
   const std::vector<std::vector<int>> counts = allgather_lists(
@@ -252,7 +299,7 @@ std::unique_ptr<Runtime> Runtime::start(const Config& config, const Status& conf
 void Runtime::shutdown(ShutdownCause cause) {
   if (stopped_) return;
   stopped_ = true;
-  if (cause == ShutdownCause::kExit && started_ && size_ > 1) {
+  if (cause == ShutdownCause::kExit && started_ && !is_server_ && size_ + layout_.num_servers > 1) {
     collectives::announce_exit_without_shutdown();
   }
   // Also reached from a start() that failed halfway: release what exists.
@@ -262,6 +309,15 @@ void Runtime::shutdown(ShutdownCause cause) {
   member_sets_.clear();
   // Reached from ~Runtime too, so failures are logged, not thrown.
   if (registry_comm_ != MPI_COMM_NULL) HERD_MPI_WARN_IF_ERROR(MPI_Comm_free(&registry_comm_));
+  // The servers end once every worker has said goodbye, at its shutdown or
+  // at the end of its process.
+  if (link_) {
+    link_->say_goodbye();
+    link_.reset();
+  }
+  if (server_comm_ != MPI_COMM_NULL && !collectives::fault_known())
+    HERD_MPI_WARN_IF_ERROR(MPI_Comm_free(&server_comm_));
+  if (role_comm_ != MPI_COMM_NULL) HERD_MPI_WARN_IF_ERROR(MPI_Comm_free(&role_comm_));
   const std::optional<std::string> fault = collectives::known_fault();
   if (!fault) collectives::close_fault_notices();
   if (owns_mpi_ && fault) {
@@ -277,6 +333,32 @@ void Runtime::shutdown(ShutdownCause cause) {
 }
 
 Runtime::~Runtime() { shutdown(ShutdownCause::kExit); }
+
+void Runtime::serve_and_exit() {
+  int exit_status = 0;
+  bool clean = false;
+  try {
+    const ps::RequestHandlerFactory factory = registered_request_handler_factory();
+    std::unique_ptr<ps::RequestHandler> handler = factory(layout_, rank_ - layout_.num_workers);
+    clean = serve(server_comm_, layout_, *handler);
+    HERD_LOG(kInfo, "parameter server: every worker has finished");
+  } catch (const std::exception& error) {
+    HERD_LOG(kError, "parameter server {} stops: {}", rank_ - layout_.num_workers, error.what());
+    exit_status = 1;
+  }
+  const bool owned_mpi = owns_mpi_;
+  if (!clean) owns_mpi_ = false;  // a gone worker would hold MPI_Finalize
+  shutdown(ShutdownCause::kCall);
+  // The process ends here, so MPI is finalized even if the program started
+  // it, unless that could wait for a rank that is gone.
+  int finalized = 1;
+  MPI_Finalized(&finalized);
+  if (clean && !owned_mpi && !finalized && !collectives::fault_known()) {
+    HERD_MPI_WARN_IF_ERROR(MPI_Finalize());
+  }
+  std::fflush(nullptr);
+  std::exit(exit_status);
+}
 
 std::string name_the_rank_that_stopped(const std::string& message) {
   static const std::string kSomeRank = "herd::shutdown on some rank";

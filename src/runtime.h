@@ -17,6 +17,7 @@
 #include <mpi.h>
 
 #include "herd/handle.h"
+#include "herd/parameter_server.h"
 #include "herd/process_set.h"
 #include "herd/tensor.h"
 #include "herd/types.h"
@@ -24,6 +25,7 @@
 #include "src/gpu_support.h"
 #include "src/message.h"
 #include "src/process_set_state.h"
+#include "src/ps_link.h"
 #include "src/tensor_queue.h"
 
 namespace herd::detail {
@@ -65,6 +67,17 @@ class Runtime {
   int cross_rank() const { return cross_rank_; }
   int cross_size() const { return cross_size_; }
   bool mpi_threads_supported() const { return thread_level_ == MPI_THREAD_MULTIPLE; }
+
+  // The job's roles (HERD_NUM_SERVERS). On a server rank, start() returns a
+  // runtime that only serves: the caller then calls serve_and_exit().
+  bool is_server() const { return is_server_; }
+  const ps::Layout& layout() const { return layout_; }
+  // The link to the servers, on a worker of a job with servers; else null.
+  WorkerLink* worker_link() { return link_.get(); }
+  // On a server rank: runs the server loop with the registered handler until
+  // every worker has finished, shuts down and ends the process, with status
+  // 0, or 1 after a fatal failure.
+  [[noreturn]] void serve_and_exit();
 
   // Collective over every rank of the job, called in the same order
   // everywhere; see include/herd/herd.h.
@@ -132,6 +145,13 @@ class Runtime {
   std::map<int, std::unique_ptr<ProcessSetState>> member_sets_;  // the sets this rank is in
   int next_set_id_ = 1;
   bool started_ = false;  // start() completed
+  ps::Layout layout_;
+  bool is_server_ = false;
+  // With servers: the communicator of this rank's role (the workers', the
+  // global set's, or the servers'), and a server's link to the workers.
+  MPI_Comm role_comm_ = MPI_COMM_NULL;
+  MPI_Comm server_comm_ = MPI_COMM_NULL;
+  std::unique_ptr<WorkerLink> link_;
   bool stopped_ = false;
 };
 

@@ -52,6 +52,10 @@ std::set<std::string> differing_fields(const Config& a, const Config& b) {
   if (a.hierarchical_allreduce != b.hierarchical_allreduce) fields.insert("hierarchical_allreduce");
   if (a.nccl_timeout_seconds != b.nccl_timeout_seconds) fields.insert("nccl_timeout_seconds");
   if (a.gpu_staging_bytes != b.gpu_staging_bytes) fields.insert("gpu_staging_bytes");
+  if (a.num_servers != b.num_servers) fields.insert("num_servers");
+  if (a.kvstore_bigarray_bound != b.kvstore_bigarray_bound) {
+    fields.insert("kvstore_bigarray_bound");
+  }
   return fields;
 }
 
@@ -71,7 +75,9 @@ const std::set<std::string> kAllFields = {"fusion_threshold_bytes",
                                           "gpu_allreduce",
                                           "hierarchical_allreduce",
                                           "nccl_timeout_seconds",
-                                          "gpu_staging_bytes"};
+                                          "gpu_staging_bytes",
+                                          "num_servers",
+                                          "kvstore_bigarray_bound"};
 
 void check_rejected(const std::string& variable, const std::string& value,
                     const std::string& expected) {
@@ -244,6 +250,39 @@ TEST_CASE("config: HERD_PROCESS_SETS", "[config]") {
   }
 }
 
+TEST_CASE("config: HERD_NUM_SERVERS and its alias DMLC_NUM_SERVER", "[config]") {
+  Config config;
+  CHECK(config.num_servers == 0);
+  REQUIRE(read({{"HERD_NUM_SERVERS", "2"}}, &config).is_ok());
+  CHECK(config.num_servers == 2);
+  REQUIRE(read({{"DMLC_NUM_SERVER", "3"}}, &config).is_ok());
+  CHECK(config.num_servers == 3);
+  // herd's own variable wins over the alias.
+  REQUIRE(read({{"HERD_NUM_SERVERS", "1"}, {"DMLC_NUM_SERVER", "4"}}, &config).is_ok());
+  CHECK(config.num_servers == 1);
+  for (const char* bad : {"-1", "two", "", "1.5", "2147483648"}) {
+    check_rejected("HERD_NUM_SERVERS", bad, "a non-negative integer (ranks)");
+    check_rejected("DMLC_NUM_SERVER", bad, "a non-negative integer (ranks)");
+  }
+}
+
+TEST_CASE("config: HERD_KVSTORE_BIGARRAY_BOUND and its alias", "[config]") {
+  Config config;
+  CHECK(config.kvstore_bigarray_bound == 1000000);
+  REQUIRE(read({{"HERD_KVSTORE_BIGARRAY_BOUND", "1"}}, &config).is_ok());
+  CHECK(config.kvstore_bigarray_bound == 1);
+  REQUIRE(read({{"MXNET_KVSTORE_BIGARRAY_BOUND", "400"}}, &config).is_ok());
+  CHECK(config.kvstore_bigarray_bound == 400);
+  REQUIRE(
+      read({{"HERD_KVSTORE_BIGARRAY_BOUND", "7"}, {"MXNET_KVSTORE_BIGARRAY_BOUND", "400"}}, &config)
+          .is_ok());
+  CHECK(config.kvstore_bigarray_bound == 7);
+  for (const char* bad : {"0", "-5", "1e6", ""}) {
+    check_rejected("HERD_KVSTORE_BIGARRAY_BOUND", bad, "a positive integer (elements)");
+    check_rejected("MXNET_KVSTORE_BIGARRAY_BOUND", bad, "a positive integer (elements)");
+  }
+}
+
 TEST_CASE("config: several bad values are reported together", "[config]") {
   Config config;
   Status status = read(
@@ -266,7 +305,8 @@ TEST_CASE("config: setting_docs covers every field exactly once", "[config]") {
       {"HERD_HIERARCHICAL_ALLREDUCE", "1"},  {"HERD_NCCL_TIMEOUT", "1.5"},
       {"HERD_GPU_STAGING_BYTES", "4096"},    {"HERD_EAGER_PIECE_BYTES", "0"},
       {"HERD_SHM_ALLREDUCE_BYTES", "0"},     {"HERD_STALL_SHUTDOWN_TIME", "7.5"},
-      {"HERD_COLLECTIVE_TIMEOUT", "4"}};
+      {"HERD_COLLECTIVE_TIMEOUT", "4"},      {"HERD_NUM_SERVERS", "2"},
+      {"HERD_KVSTORE_BIGARRAY_BOUND", "10"}};
   std::vector<SettingDoc> docs = setting_docs();
   REQUIRE(docs.size() == non_default.size());
 
@@ -299,7 +339,8 @@ TEST_CASE("config: the settings compared across ranks", "[config]") {
   const std::vector<std::string> compared = {
       "HERD_FUSION_THRESHOLD",   "HERD_FUSION_MAX_TENSOR_BYTES", "HERD_CACHE_CAPACITY",
       "HERD_RING_SEGMENT_BYTES", "HERD_SMALL_ALLREDUCE_BYTES",   "HERD_SHM_ALLREDUCE_BYTES",
-      "HERD_GPU_ALLREDUCE",      "HERD_HIERARCHICAL_ALLREDUCE",  "HERD_GPU_STAGING_BYTES"};
+      "HERD_GPU_ALLREDUCE",      "HERD_HIERARCHICAL_ALLREDUCE",  "HERD_GPU_STAGING_BYTES",
+      "HERD_NUM_SERVERS",        "HERD_KVSTORE_BIGARRAY_BOUND"};
   std::vector<std::string> marked;
   for (const SettingDoc& doc : setting_docs()) {
     if (doc.compared_across_ranks) marked.push_back(doc.variable);
@@ -315,10 +356,12 @@ TEST_CASE("config: the settings compared across ranks", "[config]") {
                 {"HERD_SHM_ALLREDUCE_BYTES", "16"},
                 {"HERD_GPU_ALLREDUCE", "MPI"},
                 {"HERD_HIERARCHICAL_ALLREDUCE", "1"},
-                {"HERD_GPU_STAGING_BYTES", "19"}},
+                {"HERD_GPU_STAGING_BYTES", "19"},
+                {"HERD_NUM_SERVERS", "20"},
+                {"HERD_KVSTORE_BIGARRAY_BOUND", "21"}},
                &config)
               .is_ok());
-  const std::vector<int64_t> values = {11, 12, 13, 14, -1, 16, 1, 1, 19};
+  const std::vector<int64_t> values = {11, 12, 13, 14, -1, 16, 1, 1, 19, 20, 21};
   const std::vector<AgreedSetting> agreed = settings_that_must_agree(config);
   REQUIRE(agreed.size() == compared.size());
   for (std::size_t i = 0; i < agreed.size(); ++i) {
@@ -346,6 +389,8 @@ TEST_CASE("config: compared values print as the variables spell them", "[config]
         {static_cast<int64_t>(GpuAllreduce::kMpi), "MPI"}}},
       {"HERD_HIERARCHICAL_ALLREDUCE", {{0, "0"}, {1, "1"}}},
       {"HERD_GPU_STAGING_BYTES", {{4194304, "4194304"}}},
+      {"HERD_NUM_SERVERS", {{0, "0"}, {2, "2"}}},
+      {"HERD_KVSTORE_BIGARRAY_BOUND", {{1000000, "1000000"}}},
   };
   const std::vector<AgreedSetting> agreed = settings_that_must_agree(Config{});
   REQUIRE(agreed.size() == expected.size());
