@@ -23,6 +23,16 @@
 #                    1/ranks) the parameter norms agree within 1e-6; a
 #                    dist_sync checkpoint resumes bitwise and is refused by
 #                    horovod; 2-bit compression still learns
+#       kvstore_async dist_async with parameter-server ranks: 1 worker with
+#                    1 server, and with 2 servers splitting every large key,
+#                    ends with the checksum of horovod on 1 process (one
+#                    worker's pushes applied in order are its own updates);
+#                    2 workers with 1 server learn (test accuracy >= 75%
+#                    after 300 steps, where synchronous training reaches
+#                    about 83%), also with 2-bit compression (>= 60%); a
+#                    --num-servers that contradicts HERD_NUM_SERVERS, servers
+#                    for a synchronous --kvstore and --checkpoint with
+#                    dist_async each fail with a message
 # Exits 77 (skipped) when herd-train reports the dataset missing.
 set -uo pipefail
 
@@ -171,6 +181,38 @@ case "$mode" in
     grep -q "gradient compression 2bit (threshold 0.5)" "$work/out" || fail "no compression in the banner"
     awk -v a="$(accuracy)" 'BEGIN {exit !(a >= 60)}' ||
       fail "dist_sync with 2-bit compression: test accuracy $(accuracy)% < 60%"
+    ;;
+  kvstore_async)
+    common=(--epochs 2 --max-steps-per-epoch 20 --print-checksum --seed 7 --optimizer adam
+            --learning-rate 0.001)
+    run_ok 1 --kvstore horovod "${common[@]}"
+    expected="$sum"
+    run_ok 2 --kvstore dist_async --num-servers 1 "${common[@]}"
+    grep -q "dist_async (parameter servers, 1 server)" "$work/out" || fail "no engine in the banner"
+    echo "dist_async, 1 worker, 1 server: $sum, horovod on 1 process: $expected"
+    [[ "$sum" == "$expected" ]] || fail "dist_async 1 worker 1 server: $sum != horovod's $expected"
+    HERD_KVSTORE_BIGARRAY_BOUND=1000 run_ok 3 --communication async --num-servers 2 "${common[@]}"
+    echo "dist_async, 1 worker, 2 servers: $sum, horovod on 1 process: $expected"
+    [[ "$sum" == "$expected" ]] || fail "dist_async 1 worker 2 servers: $sum != horovod's $expected"
+
+    for compression in none 2bit; do
+      bound=75
+      [[ "$compression" == none ]] || bound=60
+      run 3 --kvstore dist_async --num-servers 1 --epochs 1 --max-steps-per-epoch 300 \
+        --gradient-compression "$compression" --print-step-rates
+      [[ $rc -eq 0 ]] || fail "dist_async, 2 workers, compression $compression: exit $rc"
+      grep -Eq '^steps/s: [0-9.]+ [0-9.]+$' "$work/out" || fail "no steps/s of the 2 workers"
+      echo "dist_async, 2 workers, compression $compression: $(accuracy)%"
+      awk -v a="$(accuracy)" -v b="$bound" 'BEGIN {exit !(a >= b)}' ||
+        fail "dist_async, compression $compression: test accuracy $(accuracy)% < $bound%"
+    done
+
+    HERD_NUM_SERVERS=1 expect_failure 3 "--num-servers 2 contradicts HERD_NUM_SERVERS=1" \
+      --kvstore dist_async --num-servers 2
+    expect_failure 3 "--num-servers 1 serves only --kvstore dist_async" \
+      --kvstore dist_sync --num-servers 1
+    expect_failure 3 "the optimizer state lives on the parameter servers" \
+      --kvstore dist_async --num-servers 1 --checkpoint "$work/ckpt"
     ;;
   *) fail "unknown mode $mode" ;;
 esac

@@ -19,6 +19,7 @@
 #include <exception>
 
 #include "herd/herd.h"
+#include "herd/parameter_server.h"
 #include "herd_train/train_options.h"
 #include "herd_train/training_loop.h"
 
@@ -42,7 +43,7 @@ int main(int argc, char** argv) {
   }
   if (code < 0) {
     try {
-      herd_train::finish_train_options(&options, herd::size(), 0);
+      herd_train::finish_train_options(&options, herd::size(), herd::ps::layout().num_servers);
     } catch (const std::exception& e) {
       // Every rank reaches the same verdict; rank 0 says why.
       if (rank == 0) std::fprintf(stderr, "herd-train: %s\n", e.what());
