@@ -14,12 +14,17 @@
 # accuracy after the last epoch. Synchronous engines run at the straggler's
 # pace; dist_async keeps the fast workers at their own.
 #
+# Every step also waits STRAGGLER_DEVICE_MS = 10 ms of simulated device
+# compute (herd-train --device-ms), which takes no core: so the rates follow
+# who waits for whom even where the processes outnumber the cores, as they
+# would with the compute on GPUs. STRAGGLER_DEVICE_MS=0 measures the CPU
+# compute alone, which needs an otherwise idle machine with at least workers
+# + servers cores.
+#
 # herd-train's output of each run is kept in OUT_DIR (default: a temporary
 # folder, removed at the end). Arguments after -- go to every run (default
 # --epochs 1). Build first (scripts/build.sh, or HERD_BUILD_DIR). Extra mpirun
-# flags: STRAGGLER_MPIRUN_FLAGS (e.g. "--bind-to none" when the workers and
-# servers outnumber the cores). A measurement: run it on an otherwise idle
-# machine with at least workers + servers cores.
+# flags: STRAGGLER_MPIRUN_FLAGS (e.g. "--bind-to none").
 set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
@@ -37,6 +42,7 @@ train_args=("$@")
 workers="${STRAGGLER_WORKERS:-3}"
 servers="${STRAGGLER_SERVERS:-1}"
 factor="${STRAGGLER_SLOW_FACTOR:-2}"
+device_ms="${STRAGGLER_DEVICE_MS:-10}"
 slow=$((workers - 1))
 train="$HERD_BUILD_DIR/examples/herd_train/herd-train"
 if [[ ! -x "$train" ]]; then
@@ -54,7 +60,7 @@ read -r -a extra_flags <<<"${STRAGGLER_MPIRUN_FLAGS:-}"
 # run ENGINE SLOWED: herd-train's output in $out/ENGINE-SLOWED.log.
 run() {
   local engine="$1" slowed="$2" np="$workers"
-  local args=(--kvstore "$engine" --print-step-rates --quiet)
+  local args=(--kvstore "$engine" --print-step-rates --quiet --device-ms "$device_ms")
   if [[ "$engine" == dist_async ]]; then
     np=$((workers + servers))
     args+=(--num-servers "$servers")

@@ -377,7 +377,7 @@ const std::array<Setting, 19> kSettings = {{
 // examples/herd_train/train_options.h) read them, and they reach herd::init
 // through the environment of the processes those start. Known, so that they
 // draw no warning; candidates for "did you mean" like the settings.
-constexpr std::array<const char*, 44> kToolVariables = {{
+constexpr std::array<const char*, 45> kToolVariables = {{
     // scripts/ and setup.py
     "HERD_BUILD_DIR",
     "HERD_CMAKE_ARGS",
@@ -404,6 +404,7 @@ constexpr std::array<const char*, 44> kToolVariables = {{
     "HERD_COMPRESSION_THRESHOLD",
     "HERD_DATA_DIR",
     "HERD_DATA_THREADS",
+    "HERD_DEVICE_MS",
     "HERD_EPOCHS",
     "HERD_GRADIENT_ACCUMULATION",
     "HERD_GRADIENT_COMPRESSION",

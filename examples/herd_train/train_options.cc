@@ -130,6 +130,11 @@ int parse_train_options(int argc, char** argv, bool print, TrainOptions* options
   add(app, "--slow-factor", o.slow_factor,
       "How many times longer --slow-rank's compute takes (2: half speed)")
       ->check(CLI::Range(1.0, 1000.0));
+  add(app, "--device-ms", o.device_ms,
+      "Simulated device compute for benchmarks: after each backward pass every worker waits "
+      "this many milliseconds, as if an accelerator computed, without using a core (so that a "
+      "benchmark on fewer cores than processes measures waiting, not core sharing)")
+      ->check(CLI::Range(0.0, 1e6));
   add_flag(app, "--quiet", o.quiet, "No progress bar");
   try {
     app.parse(argc, argv);
@@ -298,6 +303,7 @@ std::string describe_train_options(const TrainOptions& o) {
   if (!o.checkpoint.empty())
     out << ", checkpoint " << o.checkpoint << (o.resume ? " (resume)" : "");
   out << "\n";
+  if (o.device_ms > 0) out << "  simulated device compute " << o.device_ms << " ms per step\n";
   if (o.slow_rank >= 0) {
     out << "  worker " << o.slow_rank << " slowed: its compute takes " << o.slow_factor
         << " x as long\n";

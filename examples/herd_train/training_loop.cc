@@ -238,6 +238,10 @@ int run_training(const TrainOptions& o) {
       const float loss = mlp.forward(batch.inputs.data(), batch.labels.data(), o.batch_size);
       loss_sum += loss;
       mlp.backward(hook, mode);
+      if (o.device_ms > 0) {
+        // Compute on a simulated device: time that takes no core.
+        std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(o.device_ms));
+      }
       if (slowed) {
         // A straggler: this worker's compute takes slow_factor times as long.
         std::this_thread::sleep_for((Clock::now() - compute_start) * (o.slow_factor - 1));
