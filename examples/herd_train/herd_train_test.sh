@@ -10,8 +10,9 @@
 #                    fails naming both counts
 #       bad_options  each misuse fails with its message: --kvstore local on 2
 #                    ranks, --gradient-compression with local or horovod,
-#                    --communication async with a synchronous --kvstore,
-#                    dist_async without servers, --slow-rank past the
+#                    --communication async with a synchronous --kvstore and
+#                    sync with dist_async, dist_async without servers, a
+#                    2-bit threshold of 0, --slow-rank past the
 #                    workers, --resume without or with a corrupt checkpoint
 #       kvstore_sync on RANKS ranks: every synchronous KVStore type against
 #                    the allreduce path (--kvstore horovod) as the
@@ -30,7 +31,8 @@
 #                    2 workers with 1 server learn (test accuracy >= 75%
 #                    after 300 steps, where synchronous training reaches
 #                    about 83%), also with 2-bit compression (>= 60%); a
-#                    --num-servers that contradicts HERD_NUM_SERVERS, servers
+#                    --num-servers that contradicts HERD_NUM_SERVERS or
+#                    DMLC_NUM_SERVER, servers
 #                    for a synchronous --kvstore and --checkpoint with
 #                    dist_async each fail with a message
 # Exits 77 (skipped) when herd-train reports the dataset missing.
@@ -138,6 +140,10 @@ case "$mode" in
     expect_failure 2 "--communication async needs --kvstore dist_async" \
       --kvstore dist_sync --communication async
     expect_failure 2 "dist_async needs parameter-server ranks" --communication async
+    expect_failure 2 "--kvstore dist_async is asynchronous, but --communication is sync" \
+      --kvstore dist_async --communication sync
+    expect_failure 2 "--gradient-compression 2bit needs --compression-threshold > 0" \
+      --kvstore dist_sync --gradient-compression 2bit --compression-threshold 0
     expect_failure 2 "--slow-rank 2 is not a worker" --slow-rank 2
     head -c 100 /dev/urandom >"$work/corrupt"
     expect_failure 2 "$work/corrupt" --epochs 1 --checkpoint "$work/corrupt" --resume
@@ -209,6 +215,8 @@ case "$mode" in
 
     HERD_NUM_SERVERS=1 expect_failure 3 "--num-servers 2 contradicts HERD_NUM_SERVERS=1" \
       --kvstore dist_async --num-servers 2
+    DMLC_NUM_SERVER=1 expect_failure 3 "--num-servers 2 contradicts DMLC_NUM_SERVER=1" \
+      --kvstore dist_async --num-servers=2
     expect_failure 3 "--num-servers 1 serves only --kvstore dist_async" \
       --kvstore dist_sync --num-servers 1
     expect_failure 3 "the optimizer state lives on the parameter servers" \

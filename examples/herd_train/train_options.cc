@@ -249,8 +249,10 @@ void finish_train_options(TrainOptions* options, int num_workers, int num_server
                         o.kvstore + ": use dist_sync, dist_device_sync or dist_async");
     }
     if (o.gradient_compression == "2bit" && !(o.compression_threshold > 0)) {
-      throw herd::Error("--gradient-compression 2bit needs --compression-threshold > 0, got " +
-                        std::to_string(o.compression_threshold));
+      std::ostringstream message;
+      message << "--gradient-compression 2bit needs --compression-threshold > 0, got "
+              << o.compression_threshold;
+      throw herd::Error(message.str());
     }
   }
   if (o.slow_rank >= num_workers) {
