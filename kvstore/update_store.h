@@ -45,7 +45,9 @@ class UpdateStore {
   bool has_optimizer() const;
   bool has_updater() const;
 
-  // Updates applied so far (over all keys), and per key.
+  // MXNet's num_update: the largest number of updates applied to any one key
+  // (the schedule's t of an update is this count after raising the key's own
+  // count, minus one).
   int64_t update_count() const;
 
   // The optimizer's per-key state in herd's checkpoint encoding.

@@ -42,7 +42,7 @@ double seconds_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
 }
 
-// Receives the matched message `message` of `count` bytes.
+// Receives the message that MPI_Improbe matched into `out`.
 Status receive_matched(MPI_Message* message, MPI_Status* status, ps::Message* out) {
   int count = 0;
   HERD_MPI_RETURN_IF_ERROR(MPI_Get_count(status, MPI_BYTE, &count));

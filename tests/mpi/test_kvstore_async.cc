@@ -3,11 +3,12 @@
 // workers, HERD_KVSTORE_BIGARRAY_BOUND=1000 so that a key of 2500 elements is
 // split over every server.
 //
-// - herd::size() and kv.num_workers() count the workers; the layout names
-//   the servers;
-// - one worker: dist_async (SGD with momentum and weight decay) is bitwise
-//   equal to a local store running the same optimizer in this process, a
-//   small key and a split one;
+// - herd::size() and kv.num_workers() count the workers, herd's
+//   allreduce and process sets run among them; the layout names the
+//   servers;
+// - one worker: dist_async (SGD with momentum and weight decay; AdamW with a
+//   cosine schedule and rescale_grad) is bitwise equal to a local store
+//   running the same optimizer in this process, a small key and a split one;
 // - every worker pushes to shared keys with plain SGD at lr 0.5 and integer
 //   gradients (every sum exact, whatever the order): each key ends at
 //   init - lr * (the sum of all pushes), and the servers' update counters
@@ -17,7 +18,8 @@
 //   worked out by hand from upstream's rule);
 // - errors: push without an optimizer (worker side, and a hand-made request
 //   the server refuses itself), set_updater, save_optimizer_states; every
-//   error on the calling worker alone, the others going on.
+//   error on the calling worker alone, the others going on;
+// - with HERD_NUM_SERVERS=0, create("dist_async") refuses by name.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -93,18 +95,53 @@ void test_layout(Recorder& rec) {
             "workers and servers do not add up to the job");
   rec.check(layout.bigarray_bound == 1000, "layout", "bigarray_bound is not the environment's");
   rec.check(layout.server_rank(0) == layout.num_workers, "layout", "server 0 is not rank N");
+  // herd's collectives and process sets run among the workers (one
+  // machine: every worker is local).
+  rec.check(herd::local_size() == herd::size() && herd::local_rank() == herd::rank(), "layout",
+            "local rank or size counts other ranks than the workers");
+  int64_t one = 1;
+  int64_t workers = 0;
+  herd::allreduce("layout.count", TensorView{&one, herd::DataType::kInt64, {1}},
+                  TensorView{&workers, herd::DataType::kInt64, {1}}, herd::ReduceOp::kSum);
+  rec.check(workers == herd::size(), "layout", "an allreduce counted " + std::to_string(workers));
+  const herd::ProcessSet first = herd::add_process_set({0});
+  if (herd::rank() == 0) {
+    int64_t alone = 0;
+    herd::allreduce("layout.alone", TensorView{&one, herd::DataType::kInt64, {1}},
+                    TensorView{&alone, herd::DataType::kInt64, {1}}, herd::ReduceOp::kSum, 1.0, 1.0,
+                    first);
+    rec.check(alone == 1, "layout", "a set of worker 0 alone counted " + std::to_string(alone));
+  }
+  herd::remove_process_set(first);
   auto store = kv::create("dist_async");
   rec.check(store->num_workers() == herd::size() && store->rank() == herd::rank(), "layout",
             "the store's rank or num_workers is not herd's");
   rec.check(store->is_capable("optimizer"), "layout", "dist_async must take an optimizer");
 }
 
+// AdamW with a cosine schedule and rescale_grad: every field of the config
+// must reach the servers.
+kv::OptimizerConfig adamw_cosine() {
+  kv::OptimizerConfig config;
+  config.kind = kv::OptimizerConfig::Kind::kAdamW;
+  config.adam.lr = 0.01;
+  config.adam.beta1 = 0.8;
+  config.adam.weight_decay = 0.05;
+  herd::CosineDecay cosine;
+  cosine.base_lr = 0.02;
+  cosine.total = 10;
+  cosine.min_lr = 0.001;
+  cosine.warmup.duration = 2;
+  config.schedule = cosine;
+  config.rescale_grad = 0.25;
+  return config;
+}
+
 // One worker: every update runs on the servers in push order, exactly as a
 // local store runs it.
-void test_equals_local(Recorder& rec) {
+void test_equals_local(Recorder& rec, const std::string& name, const kv::OptimizerConfig& config) {
   auto dist = kv::create("dist_async");
   auto local = kv::create("local");
-  const kv::OptimizerConfig config = sgd(0.1, 0.9, 1e-3);
   std::vector<float> small(37), big(kBigElements);
   for (std::size_t i = 0; i < small.size(); ++i) small[i] = 0.01f * static_cast<float>(i) - 0.2f;
   for (std::size_t i = 0; i < big.size(); ++i) big[i] = std::sin(0.001f * static_cast<float>(i));
@@ -125,24 +162,24 @@ void test_equals_local(Recorder& rec) {
     }
     dist->pull({kv::Key(3), kv::Key(8)}, {{view(small_out)}, {view(big_out)}});
     local->pull({kv::Key(3), kv::Key(8)}, {{view(small_ref)}, {view(big_ref)}});
-    rec.check(bitwise_equal(small_out, small_ref), "equals_local",
+    rec.check(bitwise_equal(small_out, small_ref), name,
               "small key differs from local at step " + std::to_string(step));
-    rec.check(bitwise_equal(big_out, big_ref), "equals_local",
+    rec.check(bitwise_equal(big_out, big_ref), name,
               "split key differs from local at step " + std::to_string(step));
   }
   // pushpull: one round trip, the same update.
   std::vector<float> g(small.size(), 0.25f), g_ref(small.size(), 0.25f);
   dist->pushpull(3, {view(g)});
   local->pushpull(3, {view(g_ref)});
-  rec.check(bitwise_equal(g, g_ref), "equals_local", "pushpull differs from local");
+  rec.check(bitwise_equal(g, g_ref), name, "pushpull differs from local");
   const std::vector<int64_t> counts = dist->update_counts();
   int64_t total = 0;
   for (int64_t c : counts) total += c;
   // 6 steps of the small key (1 slice) and the split key (1 slice per
   // server), then one pushpull.
   const int servers = herd::ps::layout().num_servers;
-  rec.check(static_cast<int>(counts.size()) == servers && total == 6 * (1 + servers) + 1,
-            "equals_local", "update counts sum to " + std::to_string(total));
+  rec.check(static_cast<int>(counts.size()) == servers && total == 6 * (1 + servers) + 1, name,
+            "update counts sum to " + std::to_string(total));
 }
 
 // Every worker pushes integers at lr 0.5: every partial sum is exact in
@@ -314,9 +351,18 @@ int main() {
   if (!herd_test::init_herd("test_kvstore_async")) return 1;
   Recorder rec("test_kvstore_async", herd::rank());
   try {
+    if (herd::ps::layout().num_servers == 0) {
+      expect_error(rec, "no_servers", "kvstore 'dist_async': the job has no parameter servers",
+                   [] { kv::create("dist_async"); });
+      herd_test::shutdown_herd(rec);
+      return rec.finish();
+    }
     test_errors(rec);  // first: its store is number 0
     test_layout(rec);
-    if (herd::size() == 1) test_equals_local(rec);
+    if (herd::size() == 1) {
+      test_equals_local(rec, "equals_local_sgd", sgd(0.1, 0.9, 1e-3));
+      test_equals_local(rec, "equals_local_adamw", adamw_cosine());
+    }
     test_commutative(rec);
     test_push_then_pull(rec);
     test_compression(rec);

@@ -10,7 +10,8 @@
 //   pushes, and the replicas are bitwise equal across ranks (hashes compared
 //   over MPI);
 // - 2-bit compression: the pull is the sum over ranks of each rank's
-//   dequantized codes, simulated here with every rank's residual;
+//   dequantized codes, simulated here with every rank's residual; on
+//   dist_device_sync each device's value is compressed first, too;
 // - horovod: pushpull sums, broadcast is rank 0's, the rest refused;
 // - a misuse on one rank fails on that rank alone, before any collective,
 //   and the store goes on working on every rank; optimizers that differ
@@ -294,6 +295,50 @@ void test_compression(Job& job) {
                {"kvstore 'dist_sync'", "pushpull", "compression"});
 }
 
+// dist_device_sync with 2-bit compression and two devices per worker: each
+// device's value is quantized with its own residual and the dequantized
+// values summed (the device merge), then the worker's merged value is
+// quantized with the worker's residual and summed over workers.
+void test_device_compression(Job& job) {
+  constexpr int kN = 21;
+  const float threshold = 0.5f;
+  auto kv = herd::kv::create("dist_device_sync");
+  Array zeros({kN}, 0);
+  kv->init(0, zeros.view());
+  kv->set_gradient_compression({"2bit", threshold});
+  auto grad = [](int r, int d, int t, int i) {
+    return 0.2f * (r + 1) - 0.1f * (i % 5) + 0.05f * t + 0.15f * d;
+  };
+  // Every rank's residuals, replayed here: [rank][device] and [rank].
+  std::vector<std::vector<std::vector<float>>> device_residuals(
+      job.size, std::vector<std::vector<float>>(2, std::vector<float>(kN, 0)));
+  std::vector<std::vector<float>> worker_residuals(job.size, std::vector<float>(kN, 0));
+  for (int t = 0; t < 3; ++t) {
+    Array g0({kN}, 0), g1({kN}, 0);
+    for (int i = 0; i < kN; ++i) {
+      g0.values[i] = grad(job.rank, 0, t, i);
+      g1.values[i] = grad(job.rank, 1, t, i);
+    }
+    kv->push(0, {g0.view(), g1.view()});
+    Array out({kN}, 0);
+    kv->pull(0, out.view());
+    CaseCheck check(job.rec, "dist_device_sync 2bit round " + std::to_string(t));
+    for (int i = 0; i < kN; ++i) {
+      float expected = 0;
+      for (int r = 0; r < job.size; ++r) {
+        float merged = 0;
+        for (int d = 0; d < 2; ++d) {
+          merged += quantize_2bit(device_residuals[r][d][i], grad(r, d, t, i), threshold);
+        }
+        expected += quantize_2bit(worker_residuals[r][i], merged, threshold);
+      }
+      if (out.values[i] != expected) {
+        check.mismatch(i, double_string(expected), double_string(out.values[i]));
+      }
+    }
+  }
+}
+
 // --- horovod -------------------------------------------------------------------
 
 void test_horovod(Job& job) {
@@ -409,6 +454,7 @@ int main() {
     test_init_takes_rank0(job);
     test_optimizer_replicas(job);
     test_compression(job);
+    test_device_compression(job);
     test_horovod(job);
     test_misuse_on_one_rank(job);
     test_save_load(job);
