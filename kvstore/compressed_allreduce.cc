@@ -2,6 +2,7 @@
 
 #include <string>
 #include <unordered_set>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -45,12 +46,12 @@ void sum_codes(const CompressionParams& params, const CompressedItem& item, cons
         "compressed allreduce of \"{}\": expected [num_workers, {}] bytes of codes, got {}",
         item.name, bytes, shape_to_string(shape)));
   }
-  const uint8_t* codes = all.data_as<uint8_t>();
-  // Rank order: the first worker's values are copied, the others' added.
-  dequantize(params, codes, item.n, item.sum);
-  for (int64_t worker = 1; worker < shape[0]; ++worker) {
-    dequantize_add(params, codes + worker * bytes, item.n, item.sum);
+  // Rank order: the first worker's values, then the others' added.
+  std::vector<const uint8_t*> codes(static_cast<size_t>(shape[0]));
+  for (int64_t worker = 0; worker < shape[0]; ++worker) {
+    codes[static_cast<size_t>(worker)] = all.data_as<uint8_t>() + worker * bytes;
   }
+  dequantize_sum(params, codes.data(), static_cast<int>(shape[0]), item.n, item.sum);
 }
 
 }  // namespace

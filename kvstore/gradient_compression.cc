@@ -1,5 +1,6 @@
 #include "kvstore/gradient_compression.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -297,6 +298,29 @@ void dequantize_add(const CompressionParams& params, const uint8_t* codes, int64
   // As a server that dequantizes a push into a buffer and adds the buffer:
   // 00 codes add +0.0f too.
   decode(params, codes, n, sum, [](float& s, float v) { s += v; });
+}
+
+void dequantize_sum(const CompressionParams& params, const uint8_t* const* codes, int count,
+                    int64_t n, float* sum) {
+  check_type("dequantize_sum", params.type);
+  check_count("dequantize_sum", n);
+  if (count < 1) {
+    throw Error(fmt::format("gradient compression: dequantize_sum of {} code arrays", count));
+  }
+  const int64_t per_byte =
+      params.type == CompressionType::k2Bit ? kValuesPerByte2Bit : kValuesPerByte1Bit;
+  // Blocks of whole bytes small enough to stay in the first-level cache
+  // while every array adds into them: one pass over `sum` instead of count.
+  constexpr int64_t kBlockValues = 2048;
+  for (int64_t begin = 0; begin < n; begin += kBlockValues) {
+    const int64_t values = std::min(kBlockValues, n - begin);
+    const int64_t offset = begin / per_byte;
+    float* out = sum + begin;
+    decode(params, codes[0] + offset, values, out, [](float& o, float v) { o = v; });
+    for (int k = 1; k < count; ++k) {
+      decode(params, codes[k] + offset, values, out, [](float& o, float v) { o += v; });
+    }
+  }
 }
 
 }  // namespace kv

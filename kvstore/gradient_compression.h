@@ -40,6 +40,11 @@ void quantize(const CompressionParams& params, const float* grad, float* residua
 void dequantize(const CompressionParams& params, const uint8_t* codes, int64_t n, float* out);
 // sum[i] += dequantized value i.
 void dequantize_add(const CompressionParams& params, const uint8_t* codes, int64_t n, float* sum);
+// sum[i] = value i of codes[0] + value i of codes[1] + ... + of codes[count-1],
+// added in that order in float32: the floats of dequantize followed by
+// dequantize_add of each further array, in one pass over `sum`. count >= 1.
+void dequantize_sum(const CompressionParams& params, const uint8_t* const* codes, int count,
+                    int64_t n, float* sum);
 
 }  // namespace kv
 }  // namespace herd

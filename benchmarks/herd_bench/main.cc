@@ -13,6 +13,12 @@
 //
 // times one training step's gradients of a real model instead (step_bench.h).
 //
+//   mpirun -np N herd-bench kvstore [--gradient-compression 2bit] [--types dist_sync,...]
+//
+// pushes and pulls them through each KVStore type, beside herd's allreduce of
+// the same gradients (kvstore_bench.h); with HERD_NUM_SERVERS=S the last S
+// ranks are dist_async's servers and never return from herd::init.
+//
 // `herd-bench allreduce --device cuda` runs the sweep on GPU buffers against
 // raw NCCL, MPI staged through host memory and a device-to-device copy, and
 // `herd-bench step --device cuda` the step against raw NCCL (gpu_bench.h);
@@ -39,6 +45,7 @@
 #include "benchmarks/herd_bench/broadcast_bench.h"
 #include "benchmarks/herd_bench/cli_options.h"
 #include "benchmarks/herd_bench/gpu_bench.h"
+#include "benchmarks/herd_bench/kvstore_bench.h"
 #include "benchmarks/herd_bench/reducescatter_bench.h"
 #include "benchmarks/herd_bench/step_bench.h"
 
@@ -66,6 +73,8 @@ int main(int argc, char** argv) {
   CLI::App* step = herd::bench::add_step_command(app, step_options);
   herd::bench::FusionBenchOptions fusion_options;
   CLI::App* fusion = herd::bench::add_fusion_command(app, fusion_options);
+  herd::bench::KvstoreBenchOptions kvstore_options;
+  CLI::App* kvstore = herd::bench::add_kvstore_command(app, kvstore_options);
   try {
     app.parse(argc, argv);
     if (allreduce->parsed()) herd::bench::validate_sweep_options(allreduce_options);
@@ -73,6 +82,7 @@ int main(int argc, char** argv) {
     if (broadcast->parsed()) herd::bench::validate_sweep_options(broadcast_options);
     if (reducescatter->parsed()) herd::bench::validate_sweep_options(reducescatter_options);
     if (alltoall->parsed()) herd::bench::validate_sweep_options(alltoall_options);
+    if (kvstore->parsed()) herd::bench::validate_kvstore_options(kvstore_options);
   } catch (const CLI::ParseError& e) {
     std::ostringstream discard;  // every rank parses; rank 0 alone prints
     const int code = rank == 0 ? app.exit(e) : app.exit(e, discard, discard);
@@ -113,6 +123,7 @@ int main(int argc, char** argv) {
     if (alltoall->parsed()) wrong = herd::bench::run_alltoall_bench(alltoall_options, comm);
     if (step->parsed()) wrong = herd::bench::run_step_bench(step_options, comm);
     if (fusion->parsed()) wrong = herd::bench::run_gpu_fusion_bench(fusion_options, comm);
+    if (kvstore->parsed()) wrong = herd::bench::run_kvstore_bench(kvstore_options, comm);
     herd::shutdown();
   } catch (const std::exception& e) {
     // A rank that fails alone would leave the others waiting: stop the job.

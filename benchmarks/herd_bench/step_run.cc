@@ -120,7 +120,7 @@ StepPathResult StepRun::measure(const char* path, const std::function<void()>& s
   HERD_MPI_CHECK(
       MPI_Reduce(seconds.data(), slowest.data(), options.iterations, MPI_DOUBLE, MPI_MAX, 0, comm));
   fetch();
-  const int64_t local_wrong = count_wrong(path);
+  const int64_t local_wrong = check(path);
   StepPathResult result;
   result.path = path;
   HERD_MPI_CHECK(MPI_Allreduce(&local_wrong, &result.wrong, 1, MPI_INT64_T, MPI_SUM, comm));

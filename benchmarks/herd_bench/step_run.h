@@ -100,6 +100,12 @@ struct StepRun {
   // fills that memory with NaN, fetch copies it into `output` for the check.
   std::function<void()> poison = [this] { fill_output_with_nan(); };
   std::function<void()> fetch = [] {};
+  // How measure() checks `output` after a path's last step, returning the
+  // wrong elements on this rank: every gradient against its sum over the
+  // ranks unless a benchmark expects other values (herd-bench kvstore).
+  std::function<int64_t(const char* path)> check = [this](const char* path) {
+    return count_wrong(path);
+  };
 
   float* input_of(const StepTensor& t) { return input.data() + t.offset; }
   float* output_of(const StepTensor& t) { return output.data() + t.offset; }

@@ -6,7 +6,7 @@
 // tests/unit/kvstore/compression_reference.h, and sums the dequantized codes
 // in rank order in float32: the result must equal that sum bitwise, on every
 // rank, and this rank's residual the reference's. Cases: 2bit and 1bit, item
-// sizes 1, 15, 16, 17, 33, 1000 and 65537 in one call, three steps (the
+// sizes 0, 1, 15, 16, 17, 33, 1000 and 65537 in one call, three steps (the
 // residual carries over; the same names again). Failures: a worker whose
 // item has another size fails every worker naming the item; type none and a
 // name twice in one call are refused on every rank, and the runtime keeps
@@ -66,7 +66,7 @@ void compare(CaseCheck& check, const std::vector<float>& actual,
 }
 
 void sum_cases(const Ctx& ctx, const CompressionParams& params, const std::string& label) {
-  const std::vector<int64_t> sizes = {1, 15, 16, 17, 33, 1000, 65537};
+  const std::vector<int64_t> sizes = {0, 1, 15, 16, 17, 33, 1000, 65537};
   const float scale = params.type == CompressionType::k2Bit ? params.threshold : 1.0f;
   const size_t items = sizes.size();
   // Every rank's residuals, replayed here; this rank's own, as herd keeps them.

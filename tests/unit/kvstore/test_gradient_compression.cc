@@ -198,6 +198,37 @@ TEST_CASE("2bit and 1bit against the scalar reference over random arrays",
   }
 }
 
+TEST_CASE("dequantize_sum: dequantize, then dequantize_add of each further array",
+          "[kvstore][compression]") {
+  std::mt19937 rng(11);
+  for (const auto& p : {two_bit(0.375f), one_bit(0.0f)}) {
+    for (size_t n :
+         {size_t{1}, size_t{17}, size_t{2047}, size_t{2048}, size_t{2049}, size_t{5000}}) {
+      for (int count : {1, 2, 3, 5}) {
+        INFO(to_string(p.type) << ", n " << n << ", " << count << " arrays");
+        std::vector<Bytes> arrays;
+        std::vector<const uint8_t*> pointers;
+        for (int k = 0; k < count; ++k) {
+          std::vector<float> r(n, 0.0f);
+          arrays.push_back(run_quantize(p, random_gradient(rng, n, 0.375f), r));
+        }
+        for (const Bytes& a : arrays) pointers.push_back(a.data());
+        std::vector<float> expected = run_dequantize(p, arrays[0], n);
+        for (int k = 1; k < count; ++k) {
+          dequantize_add(p, arrays[static_cast<size_t>(k)].data(), static_cast<int64_t>(n),
+                         expected.data());
+        }
+        std::vector<float> sum(n, 99.0f);
+        dequantize_sum(p, pointers.data(), count, static_cast<int64_t>(n), sum.data());
+        check_floats(sum, expected);
+      }
+    }
+  }
+  std::vector<float> out(4);
+  const uint8_t* none = nullptr;
+  CHECK_THROWS_AS(dequantize_sum(two_bit(0.5f), &none, 0, 4, out.data()), Error);
+}
+
 TEST_CASE("error feedback: what was sent plus the residual is what was pushed",
           "[kvstore][compression]") {
   std::mt19937 rng(7);
