@@ -117,8 +117,9 @@ class StoreExchange : public GradientExchange {
       : options_(o), params_(params), store_(herd::kv::create(o.kvstore)) {
     const bool async = o.engine == Engine::kParameterServer;
     const int workers = store_->num_workers();
-    // The schedule's shape, zeroed state and kind, for the checkpoint file:
-    // the store keeps the real state.
+    // An optimizer of the run's kind that never steps: its zeroed state
+    // fills the checkpoint's optimizer section, whose kind apply_checkpoint
+    // checks. The store keeps the real state.
     placeholder_ = make_optimizer(o);
     placeholder_->init_state(params_);
     if (resume != nullptr) {
