@@ -21,7 +21,8 @@
 # compute alone, which needs an otherwise idle machine with at least workers
 # + servers cores.
 #
-# herd-train's output of each run is kept in OUT_DIR (default: a temporary
+# Exits 1 when a run fails, 77 when the dataset is missing. herd-train's
+# output of each run is kept in OUT_DIR (default: a temporary
 # folder, removed at the end). Arguments after -- go to every run (default
 # --epochs 1). Build first (scripts/build.sh, or HERD_BUILD_DIR). Extra mpirun
 # flags: STRAGGLER_MPIRUN_FLAGS (e.g. "--bind-to none").
@@ -68,9 +69,15 @@ run() {
   if [[ "$slowed" == slowed ]]; then args+=(--slow-rank "$slow" --slow-factor "$factor"); fi
   local log="$out/$engine-$slowed.log"
   echo "straggler: $engine, $slowed ($np processes)" >&2
-  if ! mpirun "${mpirun_flags[@]}" "${extra_flags[@]}" -np "$np" "$train" "${args[@]}" \
-    "${train_args[@]}" >"$log" 2>&1; then
-    echo "straggler: herd-train failed, see $log:" >&2
+  local rc=0
+  mpirun "${mpirun_flags[@]}" "${extra_flags[@]}" -np "$np" "$train" "${args[@]}" \
+    "${train_args[@]}" >"$log" 2>&1 || rc=$?
+  if [[ $rc -eq 77 ]]; then
+    echo "straggler: Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)" >&2
+    exit 77
+  fi
+  if [[ $rc -ne 0 ]]; then
+    echo "straggler: herd-train failed (exit $rc), see $log:" >&2
     tail -20 "$log" >&2
     exit 1
   fi

@@ -35,6 +35,10 @@
 #                    DMLC_NUM_SERVER, servers
 #                    for a synchronous --kvstore and --checkpoint with
 #                    dist_async each fail with a message
+#       straggler    benchmarks/straggler.sh (HERD_BUILD_DIR: the build
+#                    folder) for 20 steps: a table row per engine and speed,
+#                    every worker's steps/s, a percentage and an accuracy
+#                    (the rates are the benchmark's, not checked here)
 # Exits 77 (skipped) when herd-train reports the dataset missing.
 set -uo pipefail
 
@@ -221,6 +225,27 @@ case "$mode" in
       --kvstore dist_sync --num-servers 1
     expect_failure 3 "the optimizer state lives on the parameter servers" \
       --kvstore dist_async --num-servers 1 --checkpoint "$work/ckpt"
+    ;;
+  straggler)
+    script="$(dirname "${BASH_SOURCE[0]}")/../../benchmarks/straggler.sh"
+    STRAGGLER_DEVICE_MS=1 "$script" "$work/logs" -- --epochs 1 --max-steps-per-epoch 20 \
+      >"$work/table" 2>"$work/err"
+    rc=$?
+    cat "$work/table" "$work/err"
+    [[ $rc -ne 77 ]] || exit 77
+    [[ $rc -eq 0 ]] || fail "straggler.sh exited $rc"
+    row='^\| [a-z_, 0-9]+ \| (full|1/2) speed \|( [0-9.]+ \|){3} [0-9]+% \| [0-9.]+% \|$'
+    rows="$(grep -Ec "$row" "$work/table")"
+    [[ "$rows" -eq 6 ]] || fail "straggler.sh printed $rows table rows, expected 6"
+    for engine in horovod dist_sync "dist_async, 1 server"; do
+      [[ "$(grep -c "^| $engine |" "$work/table")" -eq 2 ]] || fail "no two rows of $engine"
+    done
+    for engine in horovod dist_sync dist_async; do
+      grep -q "worker 2 slowed: its compute takes 2 x as long" "$work/logs/$engine-slowed.log" ||
+        fail "the slowed $engine run does not say that worker 2 is slowed"
+      ! grep -q "slowed" "$work/logs/$engine-unslowed.log" ||
+        fail "the unslowed $engine run says a worker is slowed"
+    done
     ;;
   *) fail "unknown mode $mode" ;;
 esac
