@@ -207,8 +207,8 @@ void finish_train_options(TrainOptions* options, int num_workers, int num_server
   if (o.communication.empty()) o.communication = async ? "async" : "sync";
   if (o.communication == "async" && !async) {
     throw herd::Error(
-        "--communication async needs --kvstore dist_async (parameter servers), "
-        "but --kvstore is " +
+        "--communication async needs --kvstore dist_async (parameter servers), but "
+        "--kvstore is " +
         o.kvstore + ", which is synchronous");
   }
   if (o.communication == "sync" && async) {
@@ -244,8 +244,8 @@ void finish_train_options(TrainOptions* options, int num_workers, int num_server
   if (o.gradient_compression != "none") {
     if (o.engine == Engine::kAllreduce || o.engine == Engine::kLocalStore) {
       throw herd::Error("--gradient-compression " + o.gradient_compression +
-                        " compresses what a worker sends to a distributed KVStore, but --kvstore "
-                        "is " +
+                        " compresses what a worker sends to a distributed KVStore, but "
+                        "--kvstore is " +
                         o.kvstore + ": use dist_sync, dist_device_sync or dist_async");
     }
     if (o.gradient_compression == "2bit" && !(o.compression_threshold > 0)) {
@@ -257,9 +257,8 @@ void finish_train_options(TrainOptions* options, int num_workers, int num_server
   }
   if (o.slow_rank >= num_workers) {
     throw herd::Error("--slow-rank " + std::to_string(o.slow_rank) +
-                      " is not a worker: this job "
-                      "has " +
-                      workers + " (ranks 0.." + std::to_string(num_workers - 1) + ")");
+                      " is not a worker: this job has " + workers + " (ranks 0.." +
+                      std::to_string(num_workers - 1) + ")");
   }
   if (o.resume && o.checkpoint.empty()) {
     throw herd::Error("--resume needs --checkpoint PATH (the file to resume from)");
@@ -297,7 +296,9 @@ std::string describe_train_options(const TrainOptions& o) {
       << o.data_threads << "\n";
   out << "  optimizer " << o.optimizer;
   if (o.optimizer == "sgd") out << " (momentum " << o.momentum << ")";
-  out << ", learning rate " << o.learning_rate << (o.scale_lr ? " x ranks" : "") << ", schedule "
+  // dist_async applies one worker's batch per update: no scaling.
+  const bool scaled = o.scale_lr && o.engine != Engine::kParameterServer;
+  out << ", learning rate " << o.learning_rate << (scaled ? " x workers" : "") << ", schedule "
       << o.lr_schedule << ", warm-up " << o.warmup_epochs << " epochs"
       << ", weight decay " << o.weight_decay << "\n";
   out << "  batch " << o.batch_size << " per rank, epochs " << o.epochs << ", seed " << o.seed;
