@@ -377,7 +377,7 @@ const std::array<Setting, 19> kSettings = {{
 // examples/herd_train/train_options.h) read them, and they reach herd::init
 // through the environment of the processes those start. Known, so that they
 // draw no warning; candidates for "did you mean" like the settings.
-constexpr std::array<const char*, 39> kToolVariables = {{
+constexpr std::array<const char*, 45> kToolVariables = {{
     // scripts/ and setup.py
     "HERD_BUILD_DIR",
     "HERD_CMAKE_ARGS",
@@ -401,10 +401,13 @@ constexpr std::array<const char*, 39> kToolVariables = {{
     "HERD_BATCH_SIZE",
     "HERD_CHECKPOINT",
     "HERD_COMMUNICATION",
+    "HERD_COMPRESSION_THRESHOLD",
     "HERD_DATA_DIR",
     "HERD_DATA_THREADS",
+    "HERD_DEVICE_MS",
     "HERD_EPOCHS",
     "HERD_GRADIENT_ACCUMULATION",
+    "HERD_GRADIENT_COMPRESSION",
     "HERD_HIDDEN",
     "HERD_KVSTORE",
     "HERD_LEARNING_RATE",
@@ -415,10 +418,13 @@ constexpr std::array<const char*, 39> kToolVariables = {{
     "HERD_MOMENTUM",
     "HERD_OPTIMIZER",
     "HERD_PRINT_CHECKSUM",
+    "HERD_PRINT_STEP_RATES",
     "HERD_QUIET",
     "HERD_RESUME",
     "HERD_SCALE_LR",
     "HERD_SEED",
+    "HERD_SLOW_FACTOR",
+    "HERD_SLOW_RANK",
     "HERD_WARMUP_EPOCHS",
     "HERD_WEIGHT_DECAY",
 }};

@@ -8,8 +8,37 @@
 #                    not depend on how the runtime fused the gradients); on 2
 #                    ranks also --resume of that checkpoint on 3 ranks, which
 #                    fails naming both counts
-#       bad_options  --communication async, --kvstore local on 2 ranks and a
-#                    corrupt checkpoint with --resume each fail with a message
+#       bad_options  each misuse fails with its message: --kvstore local on 2
+#                    ranks, --gradient-compression with local or horovod,
+#                    --communication async with a synchronous --kvstore and
+#                    sync with dist_async, dist_async without servers, a
+#                    2-bit threshold of 0, --slow-rank past the
+#                    workers, --resume without or with a corrupt checkpoint
+#       kvstore_sync on RANKS ranks: every synchronous KVStore type against
+#                    the allreduce path (--kvstore horovod) as the
+#                    independent reference: local and device on 1 process,
+#                    dist_sync and dist_device_sync on RANKS, identical
+#                    checksums (same sums, same rescaling by a power of two
+#                    or 1/ranks, same schedule); with --gradient-accumulation
+#                    3 (a rescaling by 1/(3 ranks) instead of 1/3 then
+#                    1/ranks) the parameter norms agree within 1e-6; a
+#                    dist_sync checkpoint resumes bitwise and is refused by
+#                    horovod; 2-bit compression still learns
+#       kvstore_async dist_async with parameter-server ranks: 1 worker with
+#                    1 server, and with 2 servers splitting every large key,
+#                    ends with the checksum of horovod on 1 process (one
+#                    worker's pushes applied in order are its own updates);
+#                    2 workers with 1 server learn (test accuracy >= 75%
+#                    after 300 steps, where synchronous training reaches
+#                    about 83%), also with 2-bit compression (>= 60%); a
+#                    --num-servers that contradicts HERD_NUM_SERVERS or
+#                    DMLC_NUM_SERVER, servers
+#                    for a synchronous --kvstore and --checkpoint with
+#                    dist_async each fail with a message
+#       straggler    benchmarks/straggler.sh (HERD_BUILD_DIR: the build
+#                    folder) for 20 steps: a table row per engine and speed,
+#                    every worker's steps/s, a percentage and an accuracy
+#                    (the rates are the benchmark's, not checked here)
 # Exits 77 (skipped) when herd-train reports the dataset missing.
 set -uo pipefail
 
@@ -40,6 +69,30 @@ run() {
 }
 
 checksum() { sed -n 's/^checksum: \([0-9a-f]*\)$/\1/p' "$work/out"; }
+norm() { sed -n 's/^parameter norm: //p' "$work/out"; }
+# The test accuracy of the last epoch line, in percent.
+accuracy() { awk '$1 ~ /^[0-9]+$/ && $3 ~ /%$/ {a = $3} END {sub(/%/, "", a); print a}' "$work/out"; }
+
+# Runs on $1 ranks (the rest: arguments), expects success; the checksum in $sum.
+run_ok() {
+  run "$@"
+  [[ $rc -eq 0 ]] || fail "herd-train $* exited $rc"
+  sum="$(checksum)"
+  [[ -n "$sum" ]] || fail "herd-train $* printed no checksum"
+}
+
+# same_as_horovod RANKS KVSTORE ARGS...: --kvstore KVSTORE on RANKS ranks
+# ends with the checksum of --kvstore horovod with the same ARGS.
+same_as_horovod() {
+  local ranks="$1" kvstore="$2"
+  shift 2
+  run_ok "$ranks" --kvstore horovod "$@" "${common[@]}"
+  local expected="$sum"
+  run_ok "$ranks" --kvstore "$kvstore" "$@" "${common[@]}"
+  echo "--kvstore $kvstore $* on $ranks: $sum, horovod: $expected"
+  [[ "$sum" == "$expected" ]] ||
+    fail "--kvstore $kvstore $* on $ranks ranks: checksum $sum != horovod's $expected"
+}
 
 # Runs and expects failure with a message matching $2 (the rest: arguments).
 expect_failure() {
@@ -84,11 +137,115 @@ case "$mode" in
     fi
     ;;
   bad_options)
-    expect_failure 2 "not implemented" --communication async --epochs 1
-    expect_failure 2 "kvstore local" --kvstore local --epochs 1
+    expect_failure 2 "kvstore local trains in a single process" --kvstore local --epochs 1
+    expect_failure 1 "--gradient-compression 2bit compresses what a worker sends" \
+      --kvstore local --gradient-compression 2bit
+    expect_failure 2 "but --kvstore is horovod" --gradient-compression 1bit
+    expect_failure 2 "--communication async needs --kvstore dist_async" \
+      --kvstore dist_sync --communication async
+    expect_failure 2 "dist_async needs parameter-server ranks" --communication async
+    expect_failure 2 "--kvstore dist_async is asynchronous, but --communication is sync" \
+      --kvstore dist_async --communication sync
+    expect_failure 2 "--gradient-compression 2bit needs --compression-threshold > 0" \
+      --kvstore dist_sync --gradient-compression 2bit --compression-threshold 0
+    expect_failure 2 "--slow-rank 2 is not a worker" --slow-rank 2
     head -c 100 /dev/urandom >"$work/corrupt"
     expect_failure 2 "$work/corrupt" --epochs 1 --checkpoint "$work/corrupt" --resume
     expect_failure 1 "needs --checkpoint" --resume
+    ;;
+  kvstore_sync)
+    common=(--epochs 2 --max-steps-per-epoch 20 --print-checksum --seed 7)
+    same_as_horovod 1 local
+    same_as_horovod 1 device --optimizer adam --learning-rate 0.001
+    same_as_horovod "$ranks" dist_sync
+    same_as_horovod "$ranks" dist_device_sync --weight-decay 0.001 --lr-schedule step \
+      --lr-step-epochs 1
+    same_as_horovod "$ranks" dist_sync --gradient-accumulation 2 --optimizer adam \
+      --learning-rate 0.001
+    # k = 3: horovod scales by 1/3 before the sum and by 1/ranks after it,
+    # the store by 1/(3 ranks) after it; a few roundings apart.
+    run_ok "$ranks" --kvstore horovod --gradient-accumulation 3 "${common[@]}"
+    expected="$(norm)"
+    run_ok "$ranks" --kvstore dist_sync --gradient-accumulation 3 "${common[@]}"
+    echo "--gradient-accumulation 3: parameter norm $(norm), horovod's $expected"
+    awk -v a="$(norm)" -v b="$expected" 'BEGIN {d = a - b; if (d < 0) d = -d; exit !(d <= 1e-6 * b)}' ||
+      fail "--gradient-accumulation 3: dist_sync's parameter norm $(norm) != horovod's $expected"
+
+    # Resume: the store's optimizer states (and its update count) come back.
+    resume_args=(--kvstore dist_sync --optimizer adam --learning-rate 0.001 --lr-schedule constant)
+    run_ok "$ranks" --epochs 2 "${common[@]:2}" "${resume_args[@]}"
+    whole="$sum"
+    run_ok "$ranks" --epochs 1 --checkpoint "$work/ckpt" "${common[@]:2}" "${resume_args[@]}"
+    [[ "$sum" != "$whole" ]] || fail "dist_sync: the second epoch changed nothing"
+    run_ok "$ranks" --epochs 2 --checkpoint "$work/ckpt" --resume "${common[@]:2}" "${resume_args[@]}"
+    echo "dist_sync resumed: $sum, uninterrupted: $whole"
+    [[ "$sum" == "$whole" ]] || fail "dist_sync resumed checksum $sum != uninterrupted $whole"
+    expect_failure "$ranks" "written with --kvstore dist_sync" --kvstore horovod --optimizer adam \
+      --epochs 3 --checkpoint "$work/ckpt" --resume "${common[@]:2}"
+
+    # 2-bit compression: fewer bits, still learning (1 epoch of 200 steps
+    # reaches about 75%; chance is 10%).
+    run "$ranks" --kvstore dist_sync --gradient-compression 2bit --compression-threshold 0.5 \
+      --epochs 1 --max-steps-per-epoch 200
+    [[ $rc -eq 0 ]] || fail "dist_sync with 2-bit compression: exit $rc"
+    grep -q "gradient compression 2bit (threshold 0.5)" "$work/out" || fail "no compression in the banner"
+    awk -v a="$(accuracy)" 'BEGIN {exit !(a >= 60)}' ||
+      fail "dist_sync with 2-bit compression: test accuracy $(accuracy)% < 60%"
+    ;;
+  kvstore_async)
+    common=(--epochs 2 --max-steps-per-epoch 20 --print-checksum --seed 7 --optimizer adam
+            --learning-rate 0.001)
+    run_ok 1 --kvstore horovod "${common[@]}"
+    expected="$sum"
+    run_ok 2 --kvstore dist_async --num-servers 1 "${common[@]}"
+    grep -q "dist_async (parameter servers, 1 server)" "$work/out" || fail "no engine in the banner"
+    echo "dist_async, 1 worker, 1 server: $sum, horovod on 1 process: $expected"
+    [[ "$sum" == "$expected" ]] || fail "dist_async 1 worker 1 server: $sum != horovod's $expected"
+    HERD_KVSTORE_BIGARRAY_BOUND=1000 run_ok 3 --communication async --num-servers 2 "${common[@]}"
+    echo "dist_async, 1 worker, 2 servers: $sum, horovod on 1 process: $expected"
+    [[ "$sum" == "$expected" ]] || fail "dist_async 1 worker 2 servers: $sum != horovod's $expected"
+
+    for compression in none 2bit; do
+      bound=75
+      [[ "$compression" == none ]] || bound=60
+      run 3 --kvstore dist_async --num-servers 1 --epochs 1 --max-steps-per-epoch 300 \
+        --gradient-compression "$compression" --print-step-rates
+      [[ $rc -eq 0 ]] || fail "dist_async, 2 workers, compression $compression: exit $rc"
+      grep -Eq '^steps/s: [0-9.]+ [0-9.]+$' "$work/out" || fail "no steps/s of the 2 workers"
+      echo "dist_async, 2 workers, compression $compression: $(accuracy)%"
+      awk -v a="$(accuracy)" -v b="$bound" 'BEGIN {exit !(a >= b)}' ||
+        fail "dist_async, compression $compression: test accuracy $(accuracy)% < $bound%"
+    done
+
+    HERD_NUM_SERVERS=1 expect_failure 3 "--num-servers 2 contradicts HERD_NUM_SERVERS=1" \
+      --kvstore dist_async --num-servers 2
+    DMLC_NUM_SERVER=1 expect_failure 3 "--num-servers 2 contradicts DMLC_NUM_SERVER=1" \
+      --kvstore dist_async --num-servers=2
+    expect_failure 3 "--num-servers 1 serves only --kvstore dist_async" \
+      --kvstore dist_sync --num-servers 1
+    expect_failure 3 "the optimizer state lives on the parameter servers" \
+      --kvstore dist_async --num-servers 1 --checkpoint "$work/ckpt"
+    ;;
+  straggler)
+    script="$(dirname "${BASH_SOURCE[0]}")/../../benchmarks/straggler.sh"
+    STRAGGLER_DEVICE_MS=1 "$script" "$work/logs" -- --epochs 1 --max-steps-per-epoch 20 \
+      >"$work/table" 2>"$work/err"
+    rc=$?
+    cat "$work/table" "$work/err"
+    [[ $rc -ne 77 ]] || exit 77
+    [[ $rc -eq 0 ]] || fail "straggler.sh exited $rc"
+    row='^\| [a-z_, 0-9]+ \| (full|1/2) speed \|( [0-9.]+ \|){3} [0-9]+% \| [0-9.]+% \|$'
+    rows="$(grep -Ec "$row" "$work/table")"
+    [[ "$rows" -eq 6 ]] || fail "straggler.sh printed $rows table rows, expected 6"
+    for engine in horovod dist_sync "dist_async, 1 server"; do
+      [[ "$(grep -c "^| $engine |" "$work/table")" -eq 2 ]] || fail "no two rows of $engine"
+    done
+    for engine in horovod dist_sync dist_async; do
+      grep -q "worker 2 slowed: its compute takes 2 x as long" "$work/logs/$engine-slowed.log" ||
+        fail "the slowed $engine run does not say that worker 2 is slowed"
+      ! grep -q "slowed" "$work/logs/$engine-unslowed.log" ||
+        fail "the unslowed $engine run says a worker is slowed"
+    done
     ;;
   *) fail "unknown mode $mode" ;;
 esac

@@ -1,9 +1,16 @@
 // herd-train: herd's training job. Trains a multilayer perceptron on
-// Fashion-MNIST data-parallel over MPI with herd::DistributedOptimizer and
-// prints per-epoch loss, test accuracy and samples/s from rank 0.
+// Fashion-MNIST data-parallel over MPI, through herd::DistributedOptimizer
+// (--kvstore horovod) or a herd KVStore (local, dist_sync, dist_async with
+// parameter-server ranks), and prints per-epoch loss, test accuracy and
+// samples/s from rank 0.
 //
 //   mpirun -np 2 build/examples/herd_train/herd-train --epochs 3
+//   mpirun -np 3 build/examples/herd_train/herd-train --kvstore dist_async --num-servers 1
 //   build/examples/herd_train/herd-train --help
+//
+// With --num-servers S (HERD_NUM_SERVERS) the job's last S ranks are
+// parameter servers: herd::init serves on them and never returns, so only
+// the workers run what follows it.
 //
 // Exit codes: 0 done, 1 an error (a bad checkpoint, bad data, a failed
 // collective), 2 bad options, 77 the dataset is missing (install the Debian
@@ -12,12 +19,16 @@
 #include <exception>
 
 #include "herd/herd.h"
+#include "herd/parameter_server.h"
 #include "herd_train/train_options.h"
 #include "herd_train/training_loop.h"
 
 int main(int argc, char** argv) {
   herd_train::TrainOptions options;
   int code = 0;
+  // Before herd::init, which reads HERD_NUM_SERVERS; a contradiction is
+  // reported once every rank knows its role.
+  const std::string num_servers_conflict = herd_train::export_num_servers(argc, argv);
   try {
     herd::init();
   } catch (const std::exception& e) {
@@ -26,9 +37,13 @@ int main(int argc, char** argv) {
   }
   const int rank = herd::rank();
   code = herd_train::parse_train_options(argc, argv, rank == 0, &options);
+  if (code < 0 && !num_servers_conflict.empty()) {
+    if (rank == 0) std::fprintf(stderr, "herd-train: %s\n", num_servers_conflict.c_str());
+    code = 2;
+  }
   if (code < 0) {
     try {
-      herd_train::finish_train_options(&options, herd::size());
+      herd_train::finish_train_options(&options, herd::size(), herd::ps::layout().num_servers);
     } catch (const std::exception& e) {
       // Every rank reaches the same verdict; rank 0 says why.
       if (rank == 0) std::fprintf(stderr, "herd-train: %s\n", e.what());

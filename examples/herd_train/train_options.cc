@@ -1,6 +1,8 @@
 #include "herd_train/train_options.h"
 
 #include <cctype>
+#include <cstdlib>
+#include <cstring>
 #include <sstream>
 
 #include <CLI/CLI.hpp>
@@ -40,18 +42,38 @@ int parse_train_options(int argc, char** argv, bool print, TrainOptions* options
       "environment variable shown (the command line wins)."};
   app.option_defaults()->always_capture_default();
   add(app, "--kvstore", o.kvstore,
-      "How gradients are combined: local (1 process) or dist_sync (allreduce of every gradient "
-      "across the ranks, synchronous). Default: local for 1 process, dist_sync for more")
-      ->check(CLI::IsMember({"local", "dist_sync"}))
-      ->default_str("local|dist_sync");
+      "How gradients become updates: horovod (allreduce of the gradients, every rank's "
+      "optimizer applies their mean), local or device (a KVStore in this one process), "
+      "dist_sync or dist_device_sync (a KVStore replica on every worker, updated from the "
+      "allreduced pushes), dist_async (parameter-server ranks apply each worker's push as it "
+      "arrives; needs --num-servers). Default: local for 1 process, horovod for more, "
+      "dist_async with --communication async")
+      ->check(CLI::IsMember(
+          {"local", "device", "dist_sync", "dist_device_sync", "dist_async", "horovod"}))
+      ->default_str("local|horovod");
   add(app, "--learning-rate,--lr", o.learning_rate, "Base learning rate")
       ->check(CLI::NonNegativeNumber);
   add(app, "--batch-size", o.batch_size, "Samples per step on each rank")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   add(app, "--communication", o.communication,
-      "sync (every rank applies the same averaged gradient each step) or async (not "
-      "implemented: comes with the parameter-server work)")
-      ->check(CLI::IsMember({"sync", "async"}));
+      "sync (every step waits for every worker's gradient) or async (each worker's gradient is "
+      "applied by the parameter servers as it arrives: --kvstore dist_async). Default: follows "
+      "--kvstore")
+      ->check(CLI::IsMember({"sync", "async"}))
+      ->default_str("sync|async");
+  add(app, "--num-servers", o.num_servers,
+      "Parameter-server ranks for --kvstore dist_async: the job's last this many ranks serve, "
+      "the others train. Sets HERD_NUM_SERVERS for herd (an already-set HERD_NUM_SERVERS must "
+      "agree)")
+      ->check(CLI::Range(0, 1 << 20))
+      ->default_str("HERD_NUM_SERVERS or 0");
+  add(app, "--gradient-compression", o.gradient_compression,
+      "KVStore gradient compression with error feedback: 2bit (+threshold, -threshold or 0 per "
+      "value), 1bit (sign) or none; only for the distributed KVStore types")
+      ->check(CLI::IsMember({"none", "2bit", "1bit"}));
+  add(app, "--compression-threshold", o.compression_threshold,
+      "--gradient-compression 2bit: the threshold (> 0)")
+      ->check(CLI::NonNegativeNumber);
   add(app, "--gradient-accumulation", o.gradient_accumulation,
       "Backward passes per update (backward_passes_per_step): gradients of this many batches "
       "are summed, allreduced and averaged before one update")
@@ -98,6 +120,21 @@ int parse_train_options(int argc, char** argv, bool print, TrainOptions* options
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   add_flag(app, "--print-checksum", o.print_checksum,
            "At the end, rank 0 prints 'checksum: <hex>' (FNV-1a over all parameter bytes)");
+  add_flag(app, "--print-step-rates", o.print_step_rates,
+           "At the end, rank 0 prints 'steps/s: <worker 0> <worker 1> ...': each worker's "
+           "training steps per second of its own training time (evaluation excluded)");
+  add(app, "--slow-rank", o.slow_rank,
+      "Worker made slow for straggler benchmarks (-1: none): after each backward pass it "
+      "sleeps (--slow-factor - 1) times that step's compute time")
+      ->check(CLI::Range(-1, 1 << 20));
+  add(app, "--slow-factor", o.slow_factor,
+      "How many times longer --slow-rank's compute takes (2: half speed)")
+      ->check(CLI::Range(1.0, 1000.0));
+  add(app, "--device-ms", o.device_ms,
+      "Simulated device compute for benchmarks: after each backward pass every worker waits "
+      "this many milliseconds, as if an accelerator computed, without using a core (so that a "
+      "benchmark on fewer cores than processes measures waiting, not core sharing)")
+      ->check(CLI::Range(0.0, 1e6));
   add_flag(app, "--quiet", o.quiet, "No progress bar");
   try {
     app.parse(argc, argv);
@@ -108,33 +145,160 @@ int parse_train_options(int argc, char** argv, bool print, TrainOptions* options
   return -1;
 }
 
-void finish_train_options(TrainOptions* options, int num_processes) {
-  TrainOptions& o = *options;
-  if (o.communication == "async") {
-    throw herd::Error(
-        "--communication async is not implemented: asynchronous updates come with the "
-        "parameter-server work; use --communication sync (the default)");
+std::string export_num_servers(int argc, char** argv) {
+  const char* flag = "--num-servers";
+  const std::size_t flag_length = std::strlen(flag);
+  std::string value;
+  bool given = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == flag && i + 1 < argc) {
+      value = argv[i + 1];
+      given = true;
+    } else if (arg.compare(0, flag_length + 1, std::string(flag) + "=") == 0) {
+      value = arg.substr(flag_length + 1);
+      given = true;
+    }
   }
-  if (o.kvstore.empty()) o.kvstore = num_processes == 1 ? "local" : "dist_sync";
-  if (o.kvstore == "local" && num_processes > 1) {
-    throw herd::Error("--kvstore local trains in a single process, but this job has " +
-                      std::to_string(num_processes) +
-                      " processes: use --kvstore dist_sync (the default for more than 1 "
-                      "process) or run 1 process");
+  if (!given) return "";  // HERD_NUM_SERVERS, if set, is the option's value
+  // herd reads DMLC_NUM_SERVER (upstream's name) when HERD_NUM_SERVERS is unset.
+  const char* variable = "HERD_NUM_SERVERS";
+  const char* current = std::getenv(variable);
+  if (current == nullptr || *current == '\0') {
+    variable = "DMLC_NUM_SERVER";
+    current = std::getenv(variable);
+  }
+  if (current != nullptr && *current != '\0') {
+    // Compared as numbers, so that "1" and "01" agree; a non-number is
+    // left to the option's own check.
+    char* end = nullptr;
+    const long set = std::strtol(current, &end, 10);
+    char* flag_end = nullptr;
+    const long wanted = std::strtol(value.c_str(), &flag_end, 10);
+    if (*end == '\0' && *flag_end == '\0' && set != wanted) {
+      return "--num-servers " + value + " contradicts " + variable + "=" + current +
+             " in the environment, which herd reads: give one of them, or the same value to "
+             "both";
+    }
+    if (std::string(variable) == "HERD_NUM_SERVERS") return "";
+  }
+  setenv("HERD_NUM_SERVERS", value.c_str(), 1);
+  return "";
+}
+
+void finish_train_options(TrainOptions* options, int num_workers, int num_servers) {
+  TrainOptions& o = *options;
+  const std::string workers =
+      std::to_string(num_workers) + " worker" + (num_workers == 1 ? "" : "s");
+  if (o.num_servers < 0) o.num_servers = num_servers;
+  if (o.num_servers != num_servers) {
+    throw herd::Error("--num-servers " + std::to_string(o.num_servers) + ", but herd runs " +
+                      std::to_string(num_servers) + " server rank" + (num_servers == 1 ? "" : "s") +
+                      " (HERD_NUM_SERVERS)");
+  }
+  if (o.kvstore.empty()) {
+    if (o.communication == "async") {
+      o.kvstore = "dist_async";
+    } else {
+      o.kvstore = num_workers == 1 && num_servers == 0 ? "local" : "horovod";
+    }
+  }
+  const bool async = o.kvstore == "dist_async";
+  if (o.communication.empty()) o.communication = async ? "async" : "sync";
+  if (o.communication == "async" && !async) {
+    throw herd::Error(
+        "--communication async needs --kvstore dist_async (parameter servers), but "
+        "--kvstore is " +
+        o.kvstore + ", which is synchronous");
+  }
+  if (o.communication == "sync" && async) {
+    throw herd::Error(
+        "--kvstore dist_async is asynchronous, but --communication is sync: use "
+        "--communication async or leave it out");
+  }
+  if (o.kvstore == "horovod") {
+    o.engine = Engine::kAllreduce;
+  } else if (o.kvstore == "local" || o.kvstore == "device") {
+    o.engine = Engine::kLocalStore;
+  } else if (async) {
+    o.engine = Engine::kParameterServer;
+  } else {
+    o.engine = Engine::kReplicas;
+  }
+  if (o.engine == Engine::kLocalStore && num_workers > 1) {
+    throw herd::Error("--kvstore " + o.kvstore + " trains in a single process, but this job has " +
+                      workers +
+                      ": use --kvstore horovod (the default for more than 1 process), "
+                      "dist_sync or dist_async, or run 1 process");
+  }
+  if (async && num_servers == 0) {
+    throw herd::Error(
+        "--kvstore dist_async needs parameter-server ranks: pass --num-servers S "
+        "and start S more processes (the job's last S ranks serve)");
+  }
+  if (!async && num_servers > 0) {
+    throw herd::Error("--num-servers " + std::to_string(num_servers) +
+                      " serves only --kvstore dist_async, but --kvstore is " + o.kvstore +
+                      ", which keeps the parameters on the workers: leave --num-servers out");
+  }
+  if (o.gradient_compression != "none") {
+    if (o.engine == Engine::kAllreduce || o.engine == Engine::kLocalStore) {
+      throw herd::Error("--gradient-compression " + o.gradient_compression +
+                        " compresses what a worker sends to a distributed KVStore, but "
+                        "--kvstore is " +
+                        o.kvstore + ": use dist_sync, dist_device_sync or dist_async");
+    }
+    if (o.gradient_compression == "2bit" && !(o.compression_threshold > 0)) {
+      std::ostringstream message;
+      message << "--gradient-compression 2bit needs --compression-threshold > 0, got "
+              << o.compression_threshold;
+      throw herd::Error(message.str());
+    }
+  }
+  if (o.slow_rank >= num_workers) {
+    throw herd::Error("--slow-rank " + std::to_string(o.slow_rank) +
+                      " is not a worker: this job has " + workers + " (ranks 0.." +
+                      std::to_string(num_workers - 1) + ")");
   }
   if (o.resume && o.checkpoint.empty()) {
     throw herd::Error("--resume needs --checkpoint PATH (the file to resume from)");
   }
+  if (async && !o.checkpoint.empty()) {
+    throw herd::Error(
+        "--checkpoint with --kvstore dist_async: the optimizer state lives on the "
+        "parameter servers, which do not save it (as MXNet refuses "
+        "save_optimizer_states on dist_async); use dist_sync or horovod to "
+        "checkpoint");
+  }
+}
+
+std::string describe_engine(const TrainOptions& o) {
+  switch (o.engine) {
+    case Engine::kAllreduce: return "allreduce (DistributedOptimizer)";
+    case Engine::kLocalStore: return "a store in this process";
+    case Engine::kReplicas: return "replicas over allreduce";
+    case Engine::kParameterServer:
+      return "parameter servers, " + std::to_string(o.num_servers) + " server" +
+             (o.num_servers == 1 ? "" : "s");
+  }
+  return "";
 }
 
 std::string describe_train_options(const TrainOptions& o) {
   std::ostringstream out;
-  out << "  kvstore " << o.kvstore << ", communication " << o.communication
-      << ", gradient accumulation " << o.gradient_accumulation << ", data threads "
+  out << "  kvstore " << o.kvstore << " (" << describe_engine(o) << "), communication "
+      << o.communication;
+  if (o.gradient_compression != "none") {
+    out << ", gradient compression " << o.gradient_compression;
+    if (o.gradient_compression == "2bit") out << " (threshold " << o.compression_threshold << ")";
+  }
+  out << "\n  gradient accumulation " << o.gradient_accumulation << ", data threads "
       << o.data_threads << "\n";
   out << "  optimizer " << o.optimizer;
   if (o.optimizer == "sgd") out << " (momentum " << o.momentum << ")";
-  out << ", learning rate " << o.learning_rate << (o.scale_lr ? " x ranks" : "") << ", schedule "
+  // dist_async applies one worker's batch per update: no scaling.
+  const bool scaled = o.scale_lr && o.engine != Engine::kParameterServer;
+  out << ", learning rate " << o.learning_rate << (scaled ? " x workers" : "") << ", schedule "
       << o.lr_schedule << ", warm-up " << o.warmup_epochs << " epochs"
       << ", weight decay " << o.weight_decay << "\n";
   out << "  batch " << o.batch_size << " per rank, epochs " << o.epochs << ", seed " << o.seed;
@@ -142,6 +306,11 @@ std::string describe_train_options(const TrainOptions& o) {
   if (!o.checkpoint.empty())
     out << ", checkpoint " << o.checkpoint << (o.resume ? " (resume)" : "");
   out << "\n";
+  if (o.device_ms > 0) out << "  simulated device compute " << o.device_ms << " ms per step\n";
+  if (o.slow_rank >= 0) {
+    out << "  worker " << o.slow_rank << " slowed: its compute takes " << o.slow_factor
+        << " x as long\n";
+  }
   return out.str();
 }
 

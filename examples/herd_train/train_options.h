@@ -4,8 +4,9 @@
 // long name upper-cased, '-' -> '_': --batch-size <-> HERD_BATCH_SIZE); the
 // command line wins over the environment. The names and defaults follow the
 // configuration table of MXNet's distributed-training guide (--kvstore,
-// --learning-rate, --batch-size per rank, --communication,
-// --gradient-accumulation, --data-threads). docs/training.md has the table.
+// --learning-rate, --batch-size per rank, --communication, --num-servers,
+// --gradient-compression, --gradient-accumulation, --data-threads).
+// docs/training.md has the table.
 #pragma once
 
 #include <cstdint>
@@ -14,9 +15,23 @@
 
 namespace herd_train {
 
+// What moves the gradients and applies the updates; follows from --kvstore.
+enum class Engine {
+  kAllreduce,       // horovod: herd::DistributedOptimizer, no store
+  kLocalStore,      // local, device: a KVStore in this single process
+  kReplicas,        // dist_sync, dist_device_sync: every worker's replica, over allreduce
+  kParameterServer  // dist_async: parameter-server ranks apply each push
+};
+
 struct TrainOptions {
-  std::string kvstore;  // "local" | "dist_sync"; empty: local for 1 process, else dist_sync
-  std::string communication = "sync";  // "sync" | "async" (async is refused)
+  // local | device | dist_sync | dist_device_sync | dist_async | horovod;
+  // empty: local for 1 process, horovod for more (dist_async with --communication async).
+  std::string kvstore;
+  std::string communication;  // sync | async; empty: follows --kvstore
+  // The job's last ranks serve dist_async (HERD_NUM_SERVERS); -1: herd's count.
+  int num_servers = -1;
+  std::string gradient_compression = "none";  // none | 2bit | 1bit (KVStore types only)
+  double compression_threshold = 0.5;
   double learning_rate = 0.01;
   int64_t batch_size = 32;  // per rank
   int gradient_accumulation = 1;
@@ -38,17 +53,35 @@ struct TrainOptions {
   bool resume = false;              // load `checkpoint` and continue from its epoch
   int64_t max_steps_per_epoch = 0;  // 0: all
   bool print_checksum = false;
-  bool quiet = false;  // no progress bar
+  bool print_step_rates = false;  // rank 0 prints every worker's steps/s at the end
+  int slow_rank = -1;             // this worker sleeps (slow_factor - 1) x its compute per step
+  double slow_factor = 1;
+  double device_ms = 0;  // every step also waits this long, as if a device computed
+  bool quiet = false;    // no progress bar
+
+  Engine engine = Engine::kAllreduce;  // set by finish_train_options
 };
+
+// herd reads HERD_NUM_SERVERS in herd::init(), so --num-servers must reach
+// the environment before it. Exports the value of a --num-servers on the
+// command line; returns a message (and exports nothing) when the variable is
+// already set to another value, else an empty string.
+std::string export_num_servers(int argc, char** argv);
 
 // Parses the command line (and HERD_* variables). Returns -1 when training
 // should go on, else the exit code (0 for --help); only `print` ranks write
 // help and errors.
 int parse_train_options(int argc, char** argv, bool print, TrainOptions* options);
 
-// Checks what depends on the job (the number of processes) and fills the
-// kvstore default. Throws herd::Error with a message for the user.
-void finish_train_options(TrainOptions* options, int num_processes);
+// Checks what depends on the job and fills the defaults that do (the kvstore,
+// the communication, the engine): `num_workers` ranks train, `num_servers`
+// serve (herd's count, from HERD_NUM_SERVERS). Throws herd::Error with a
+// message for the user.
+void finish_train_options(TrainOptions* options, int num_workers, int num_servers);
+
+// "allreduce", "a store in this process", "replicas over allreduce" or
+// "parameter servers (S servers)", for the banner.
+std::string describe_engine(const TrainOptions& options);
 
 // One line per option, for the header rank 0 prints.
 std::string describe_train_options(const TrainOptions& options);

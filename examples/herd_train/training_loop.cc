@@ -5,20 +5,20 @@
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "herd/error.h"
 #include "herd/herd.h"
 #include "herd/train/checkpoint.h"
-#include "herd/train/distributed_optimizer.h"
-#include "herd/train/lr_schedule.h"
-#include "herd/train/optimizer.h"
 #include "herd/train/sampler.h"
 #include "herd_train/batch_loader.h"
+#include "herd_train/gradient_exchange.h"
 #include "herd_train/idx_dataset.h"
 #include "herd_train/mlp.h"
 
@@ -49,54 +49,21 @@ uint64_t parameter_checksum(const std::vector<herd::Parameter>& params) {
   return hash;
 }
 
+// The Euclidean norm of all parameters, summed in double: a value to compare
+// within a tolerance where bitwise equality is not expected.
+double parameter_norm(const std::vector<herd::Parameter>& params) {
+  double sum = 0;
+  for (const herd::Parameter& p : params) {
+    for (int64_t i = 0; i < p.size(); ++i) sum += static_cast<double>(p.value()[i]) * p.value()[i];
+  }
+  return std::sqrt(sum);
+}
+
 // Sums `values` over the ranks, in place.
 void allreduce_sum(const std::string& name, std::vector<double>& values) {
   herd::TensorView view{
       values.data(), herd::DataType::kFloat64, {static_cast<int64_t>(values.size())}};
   herd::allreduce(name, view, view, herd::ReduceOp::kSum);
-}
-
-herd::LrSchedule make_schedule(const TrainOptions& o, int ranks) {
-  const double base =
-      o.scale_lr ? herd::scaled_learning_rate(o.learning_rate, ranks) : o.learning_rate;
-  herd::LinearWarmup warmup;
-  if (o.warmup_epochs > 0) {
-    warmup = o.scale_lr ? herd::large_batch_warmup(ranks, o.warmup_epochs)
-                        : herd::LinearWarmup{o.warmup_epochs, 0.0};
-  }
-  if (o.lr_schedule == "cosine") {
-    herd::CosineDecay cosine;
-    cosine.base_lr = base;
-    cosine.total = std::max<double>(o.epochs, o.warmup_epochs + 1e-9);
-    cosine.warmup = warmup;
-    return cosine;
-  }
-  if (o.lr_schedule == "step") {
-    herd::StepDecay step;
-    step.base_lr = base;
-    step.step_size = o.lr_step_epochs;
-    step.gamma = o.lr_step_gamma;
-    step.warmup = warmup;
-    return step;
-  }
-  herd::ConstantLr constant;
-  constant.base_lr = base;
-  constant.warmup = warmup;
-  return constant;
-}
-
-std::unique_ptr<herd::Optimizer> make_optimizer(const TrainOptions& o) {
-  if (o.optimizer == "adam") {
-    herd::AdamOptions adam;
-    adam.lr = o.learning_rate;
-    adam.weight_decay = o.weight_decay;
-    return std::make_unique<herd::Adam>(adam);
-  }
-  herd::SGDOptions sgd;
-  sgd.lr = o.learning_rate;
-  sgd.momentum = o.momentum;
-  sgd.weight_decay = o.weight_decay;
-  return std::make_unique<herd::SGD>(sgd);
 }
 
 // A one-line progress bar on stderr, redrawn with '\r'; only when enabled
@@ -183,31 +150,21 @@ int run_training(const TrainOptions& o) {
   Mlp mlp(mlp_options);
   const std::vector<herd::Parameter>& params = mlp.parameters();
 
-  std::unique_ptr<herd::Optimizer> inner = make_optimizer(o);
-  const herd::LrSchedule schedule = make_schedule(o, ranks);
-
   int start_epoch = 0;
   int64_t global_step = 0;
   uint64_t data_seed = o.seed;
+  std::unique_ptr<herd::Checkpoint> resume;
   if (o.resume) {
-    const herd::Checkpoint checkpoint = herd::load_checkpoint(o.checkpoint);
-    auto found = checkpoint.metadata.find("optimizer");
-    if (found != checkpoint.metadata.end() && found->second != o.optimizer) {
+    resume = std::make_unique<herd::Checkpoint>(herd::load_checkpoint(o.checkpoint));
+    auto found = resume->metadata.find("optimizer");
+    if (found != resume->metadata.end() && found->second != o.optimizer) {
       throw herd::Error("checkpoint " + o.checkpoint + " was written with --optimizer " +
                         found->second + ", this run has --optimizer " + o.optimizer);
     }
-    herd::apply_checkpoint(checkpoint, params, *inner);
-    start_epoch = static_cast<int>(checkpoint.epoch);
-    global_step = checkpoint.step;
-    data_seed = checkpoint.seed;
+    start_epoch = static_cast<int>(resume->epoch);
+    global_step = resume->step;
+    data_seed = resume->seed;
   }
-
-  herd::DistributedOptimizerOptions dist_options;
-  dist_options.backward_passes_per_step = o.gradient_accumulation;
-  dist_options.name_prefix = "herd_train";
-  herd::DistributedOptimizer opt(*inner, params, dist_options);
-  herd::broadcast_parameters(params, 0);
-  herd::broadcast_optimizer_state(*inner, params, 0);
 
   herd::DistributedSampler sampler(train.count, ranks, rank, data_seed, /*shuffle=*/true,
                                    /*drop_last=*/true);
@@ -220,16 +177,25 @@ int run_training(const TrainOptions& o) {
                       " samples per rank, --batch-size " + std::to_string(o.batch_size) +
                       ", --gradient-accumulation " + std::to_string(o.gradient_accumulation));
   }
+  std::unique_ptr<GradientExchange> exchange = make_gradient_exchange(
+      o, params, steps_per_epoch / o.gradient_accumulation, resume.get(), o.checkpoint);
+  resume.reset();
 
   if (print) {
-    std::printf("herd-train: %d rank%s, Fashion-MNIST from %s: %" PRId64 " train, %" PRId64
-                " test samples\n",
-                ranks, ranks == 1 ? "" : "s", dir.c_str(), train.count, test.count);
+    std::printf("herd-train: %d worker%s", ranks, ranks == 1 ? "" : "s");
+    if (o.num_servers > 0) {
+      std::printf(" and %d parameter server%s", o.num_servers, o.num_servers == 1 ? "" : "s");
+    }
+    std::printf(", Fashion-MNIST from %s: %" PRId64 " train, %" PRId64 " test samples\n",
+                dir.c_str(), train.count, test.count);
     std::printf("  model mlp %s, %" PRId64 " parameters in %zu tensors\n",
                 join_sizes(mlp.sizes()).c_str(), mlp.num_parameters(), params.size());
     std::printf("%s", describe_train_options(o).c_str());
-    std::printf("  %" PRId64 " steps per epoch, global batch %" PRId64 "\n", steps_per_epoch,
-                o.batch_size * ranks * o.gradient_accumulation);
+    // Each dist_async update applies one worker's push alone.
+    const int64_t update_batch =
+        o.batch_size * o.gradient_accumulation * (o.engine == Engine::kParameterServer ? 1 : ranks);
+    std::printf("  %" PRId64 " steps per epoch, %" PRId64 " samples per update\n", steps_per_epoch,
+                update_batch);
     if (o.resume) {
       std::printf("  resumed from %s at epoch %d (step %" PRId64 ", data seed %" PRIu64 ")\n",
                   o.checkpoint.c_str(), start_epoch + 1, global_step, data_seed);
@@ -241,10 +207,13 @@ int run_training(const TrainOptions& o) {
 
   const bool progress = print && !o.quiet && isatty(STDERR_FILENO);
   const GradMode mode = o.gradient_accumulation > 1 ? GradMode::kAccumulate : GradMode::kOverwrite;
-  const Mlp::GradHook hook = [&opt](int, const std::vector<herd::Parameter>& layer) {
-    for (const herd::Parameter& p : layer) opt.grad_ready(p);
+  const Mlp::GradHook hook = [&exchange](int, const std::vector<herd::Parameter>& layer) {
+    exchange->grad_ready(layer);
   };
   mlp.zero_grad();
+  const bool slowed = o.slow_rank == rank && o.slow_factor > 1;
+  double training_seconds = 0;  // this worker's steps, evaluation excluded
+  int64_t steps_done = 0;
 
   for (int epoch = start_epoch; epoch < o.epochs; ++epoch) {
     const Clock::time_point epoch_start = Clock::now();
@@ -261,12 +230,23 @@ int run_training(const TrainOptions& o) {
     BatchLoader loader(train, indices, o.batch_size, steps_per_epoch, o.data_threads);
     for (int64_t step = 0; step < steps_per_epoch; ++step) {
       const BatchLoader::Batch& batch = loader.next();
-      const double position = epoch + static_cast<double>(step) / steps_per_epoch;
-      inner->set_learning_rate(herd::learning_rate_at(schedule, position));
+      // An update's rate is the schedule's at its first pass (a KVStore
+      // counts updates, each --gradient-accumulation passes long).
+      const double position =
+          epoch + static_cast<double>(step - step % o.gradient_accumulation) / steps_per_epoch;
+      const Clock::time_point compute_start = Clock::now();
       const float loss = mlp.forward(batch.inputs.data(), batch.labels.data(), o.batch_size);
       loss_sum += loss;
       mlp.backward(hook, mode);
-      if (opt.step()) {
+      if (o.device_ms > 0) {
+        // Compute on a simulated device: time that takes no core.
+        std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(o.device_ms));
+      }
+      if (slowed) {
+        // A straggler: this worker's compute takes slow_factor times as long.
+        std::this_thread::sleep_for((Clock::now() - compute_start) * (o.slow_factor - 1));
+      }
+      if (exchange->step(position)) {
         ++global_step;
         if (mode == GradMode::kAccumulate) mlp.zero_grad();
       }
@@ -274,17 +254,18 @@ int run_training(const TrainOptions& o) {
     }
     bar.finish();
     const double train_seconds = seconds_since(epoch_start);
+    training_seconds += train_seconds;
+    steps_done += steps_per_epoch;
+    exchange->refresh_parameters();
 
     std::vector<double> loss_totals = {loss_sum, static_cast<double>(steps_per_epoch)};
     allreduce_sum("herd_train/train_loss", loss_totals);
     const double accuracy = test_accuracy(mlp, test, rank, ranks);
 
     if (!o.checkpoint.empty() && rank == 0) {
-      herd::Checkpoint checkpoint =
-          herd::make_checkpoint(params, *inner, global_step, epoch + 1, data_seed);
-      checkpoint.metadata["model"] = "mlp " + join_sizes(mlp.sizes());
-      checkpoint.metadata["optimizer"] = o.optimizer;
-      herd::save_checkpoint(o.checkpoint, checkpoint);
+      exchange->save_checkpoint(
+          o.checkpoint, global_step, epoch + 1, data_seed,
+          {{"model", "mlp " + join_sizes(mlp.sizes())}, {"optimizer", o.optimizer}});
     }
     const double epoch_seconds = seconds_since(epoch_start);
     if (print) {
@@ -297,8 +278,19 @@ int run_training(const TrainOptions& o) {
   }
   // Nobody reads the checkpoint before every rank is done with this run.
   herd::barrier();
+  if (o.print_step_rates) {
+    std::vector<double> rates(static_cast<std::size_t>(ranks), 0.0);
+    if (training_seconds > 0) rates[rank] = static_cast<double>(steps_done) / training_seconds;
+    allreduce_sum("herd_train/step_rates", rates);
+    if (print) {
+      std::printf("steps/s:");
+      for (double r : rates) std::printf(" %.1f", r);
+      std::printf("\n");
+    }
+  }
   if (print && o.print_checksum) {
     std::printf("checksum: %016" PRIx64 "\n", parameter_checksum(params));
+    std::printf("parameter norm: %.9g\n", parameter_norm(params));
     std::fflush(stdout);
   }
   return 0;
