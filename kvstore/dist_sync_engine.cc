@@ -71,7 +71,7 @@ class DistSyncEngine : public Engine {
       sum_over_workers(items);
     }
     for (const KeyItem& item : items) {
-      store_.update(item.id, sums_.at(item.id).view());
+      store_.update(item.id, sum_of(item));
       stats_.pushes += 1;
     }
   }
@@ -113,6 +113,15 @@ class DistSyncEngine : public Engine {
   std::string name(const char* operation, int64_t id) const {
     return fmt::format("kvstore.{}.{}.{}", store_number_, operation, id);
   }
+  // With the default updater (assign) the sum is the key's new value, so the
+  // allreduce writes it into the store at once and the update copies nothing.
+  bool assigns() const {
+    return compression_.type == CompressionType::kNone && !store_.has_updater() &&
+           !store_.has_optimizer();
+  }
+  TensorView sum_of(const KeyItem& item) {
+    return assigns() ? store_.value(item.id) : sums_.at(item.id).view();
+  }
   Tensor& sum_buffer(const KeyItem& item) {
     Tensor& sum = sums_[item.id];
     if (sum.dtype() != item.value.dtype || sum.shape() != item.value.shape) {
@@ -131,15 +140,15 @@ class DistSyncEngine : public Engine {
   Stats stats_;
 };
 
-// The merged value is the caller's: it is copied into the key's sum buffer,
-// which the allreduce overwrites in place.
+// The merged value is the caller's and stays as it is: the allreduce reads
+// it and writes the key's sum buffer (out of place, which costs herd no more
+// than in place and saves copying the gradient first).
 void DistSyncEngine::sum_over_workers(const std::vector<KeyItem>& items) {
   start_and_wait_all(items.size(), [&](std::size_t i) {
     const KeyItem& item = items[i];
-    Tensor& sum = sum_buffer(item);
-    if (sum.num_bytes() > 0) std::memcpy(sum.data(), item.value.data, sum.num_bytes());
+    const TensorView sum = assigns() ? store_.value(item.id) : sum_buffer(item).view();
     add_ring_allreduce_bytes(stats_, static_cast<int64_t>(sum.num_bytes()), num_workers());
-    return herd::allreduce_async(name("push", item.id), sum.view(), sum.view(), ReduceOp::kSum);
+    return herd::allreduce_async(name("push", item.id), item.value, sum, ReduceOp::kSum);
   });
 }
 
