@@ -123,9 +123,9 @@ void print_kvstore_table(const KvstoreBenchOptions& options, const StepTableInfo
   notes.print_note("herd-bench kvstore: " + info.model + ", " + std::to_string(info.tensors) +
                    " gradients, " + std::to_string(info.elements) + " float32 (" +
                    format_bytes(info.bytes) + ") per step, " + std::to_string(info.ranks) +
-                   " workers, " + std::to_string(servers) + " servers, " +
-                   std::to_string(info.iterations) + " timed steps after " +
-                   std::to_string(info.warmup) + " warmup");
+                   (info.ranks == 1 ? " worker, " : " workers, ") + std::to_string(servers) +
+                   (servers == 1 ? " server, " : " servers, ") + std::to_string(info.iterations) +
+                   " timed steps after " + std::to_string(info.warmup) + " warmup");
   notes.print_note(
       "each step: allreduce = every gradient's allreduce_async in place, then a wait for all "
       "(fused by the runtime); allreduce-grouped = one grouped_allreduce of them; horovod = one "
