@@ -174,9 +174,6 @@ class _DistributedOptimizer:
         self.process_set = process_set
         self._should_synchronize = True
         self._synchronized = False
-        # The text of the wrapped optimizer's last failed step on this rank, until the next
-        # synchronize() has told the other ranks.
-        self._herd_step_failure = None
         # Trainable parameters in parameter-group order: the order synchronize submits in.
         self._herd_params = [p for group in self.param_groups for p in group["params"]
                              if p.requires_grad]
@@ -199,7 +196,9 @@ class _DistributedOptimizer:
         self._herd_submitted = set()  # ids of parameters whose reduction has started
         self._herd_pending = []       # functions that wait for a reduction and write it back
         self._herd_any_pass = False   # a hook fired since the last synchronize
-        self._herd_hook_failure = None  # the first submission a hook failed, for synchronize
+        # This rank's first failure in this step, which synchronize raises on every rank: a
+        # hook's submission, or the wrapped optimizer's step() that failed the step before.
+        self._herd_hook_failure = None
 
     def _herd_form_groups(self, groups):
         """Fixes the groups: ``groups=k`` splits the parameters into k runs of consecutive
@@ -267,9 +266,9 @@ class _DistributedOptimizer:
         self._herd_passes_left[key] -= 1
         if self._herd_passes_left[key] > 0:
             return
-        if self._herd_step_failure is not None:
-            # The other ranks' waits must fail in this step: synchronize submits stand-ins
-            # for every reduction this rank has not submitted.
+        if self._herd_hook_failure is not None:
+            # This rank has failed this step: it submits nothing more, and synchronize
+            # submits stand-ins instead, which fail the other ranks' waits.
             return
         try:
             if self._herd_groups:
@@ -455,14 +454,6 @@ class _DistributedOptimizer:
             self._synchronized = True
             return
         failure = self._herd_hook_failure
-        if self._herd_step_failure is not None:
-            # The other ranks applied the last step and this one did not: their parameters
-            # now differ from this rank's, which every rank must hear of.
-            failure = RuntimeError(
-                "the wrapped optimizer's step() failed on this rank in the previous step "
-                f"({self._herd_step_failure}), so this rank's parameters differ from the "
-                "other ranks'")
-            self._herd_step_failure = None
         if failure is None:
             try:
                 for p in self._herd_params:
@@ -532,10 +523,13 @@ class _DistributedOptimizer:
         try:
             return super(self._herd_class, self).step(closure)
         except Exception as error:
-            # This rank raises now; the others, which stepped, hear of it in their next
-            # synchronize(), which this rank's next synchronize() fails on purpose.
+            # This rank raises now. The others stepped, so their parameters now differ from
+            # this rank's: the next step fails on every rank as a failed hook does.
             if self._herd_hooked:
-                self._herd_step_failure = describe(error)
+                self._herd_hook_failure = RuntimeError(
+                    "the wrapped optimizer's step() failed on this rank in the previous step "
+                    f"({describe(error)}), so this rank's parameters differ from the other "
+                    "ranks'")
             raise
 
     def zero_grad(self, *args, **kwargs):
