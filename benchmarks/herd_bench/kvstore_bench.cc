@@ -344,17 +344,7 @@ CLI::App* add_kvstore_command(CLI::App& app, KvstoreBenchOptions& options) {
   CLI::App* command = app.add_subcommand(
       "kvstore",
       "A model's gradients pushed to and pulled from each KVStore type, beside herd's allreduce");
-  const std::map<std::string, Model> models{{to_string(Model::kResNet50), Model::kResNet50},
-                                            {to_string(Model::kBertBase), Model::kBertBase}};
-  std::vector<std::string> names;
-  for (const auto& entry : models) names.push_back(entry.first);
-  command
-      ->add_option_function<std::string>(
-          "--model",
-          [&options, models](const std::string& name) { options.model = models.at(name); },
-          "Model whose gradients one step moves")
-      ->transform(CLI::IsMember(names, CLI::ignore_case))
-      ->default_str(to_string(options.model));
+  add_model_option(*command, options.model, "Model whose gradients one step moves");
   command
       ->add_option("--types", options.types,
                    "Store types to run, in order (default: horovod, dist_sync, and dist_async "

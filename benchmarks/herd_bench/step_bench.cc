@@ -55,22 +55,23 @@ void allreduce_floats(const void* send, float* recv, int64_t count, MPI_Comm com
 
 }  // namespace
 
-CLI::App* add_step_command(CLI::App& app, StepBenchOptions& options) {
-  CLI::App* command = app.add_subcommand(
-      "step", "A model's gradients reduced as a backward pass produces them, per training step");
-  // By name, case-insensitively; IsMember hands the callback the name as
-  // spelled in `models`.
+void add_model_option(CLI::App& command, Model& model, const std::string& help) {
+  // IsMember hands the callback the name as spelled in `models`.
   const std::map<std::string, Model> models{{to_string(Model::kResNet50), Model::kResNet50},
                                             {to_string(Model::kBertBase), Model::kBertBase}};
   std::vector<std::string> names;
   for (const auto& entry : models) names.push_back(entry.first);
   command
-      ->add_option_function<std::string>(
-          "--model",
-          [&options, models](const std::string& name) { options.model = models.at(name); },
-          "Model whose gradients one step reduces")
+      .add_option_function<std::string>(
+          "--model", [&model, models](const std::string& name) { model = models.at(name); }, help)
       ->transform(CLI::IsMember(names, CLI::ignore_case))
-      ->default_str(to_string(options.model));
+      ->default_str(to_string(model));
+}
+
+CLI::App* add_step_command(CLI::App& app, StepBenchOptions& options) {
+  CLI::App* command = app.add_subcommand(
+      "step", "A model's gradients reduced as a backward pass produces them, per training step");
+  add_model_option(*command, options.model, "Model whose gradients one step reduces");
   command->add_option("-n,--iters", options.iterations, "Timed steps per path")
       ->check(CLI::Range(1, 1 << 20));
   command->add_option("-w,--warmup_iters", options.warmup, "Untimed steps before them")

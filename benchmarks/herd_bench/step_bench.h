@@ -14,6 +14,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
@@ -39,6 +40,10 @@ struct StepBenchOptions {
 };
 
 // Adds the "step" subcommand, whose options land in `options`.
+// --model: the model whose gradients a step moves, by name, case-insensitively
+// (shared by the step and kvstore commands).
+void add_model_option(CLI::App& command, Model& model, const std::string& help);
+
 CLI::App* add_step_command(CLI::App& app, StepBenchOptions& options);
 
 // Runs every path on the ranks of `comm` (the same ranks as herd's global

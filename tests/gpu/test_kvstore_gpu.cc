@@ -23,12 +23,14 @@
 #include "herd/herd.h"
 #include "herd/kvstore.h"
 #include "tests/unit/kvstore/compression_reference.h"
+#include "tests/unit/kvstore/kvstore_test_util.h"
 
 namespace herd {
 namespace kv {
 namespace {
 
 using Shape = std::vector<int64_t>;
+using test::check_throws_with;
 
 void cuda_require(cudaError_t error, const char* call) {
   INFO(call << ": " << cudaGetErrorString(error));
@@ -102,20 +104,6 @@ void check_all(const std::vector<float>& values, float expected, const std::stri
 
 void check_all(const GpuArray& array, float expected, const std::string& what) {
   check_all(array.to_host<float>(), expected, what);
-}
-
-template <typename Call>
-void check_throws_with(Call call, const std::vector<std::string>& parts) {
-  try {
-    call();
-    FAIL("no herd::Error thrown; expected one naming " << parts.front());
-  } catch (const Error& e) {
-    const std::string message = e.what();
-    for (const std::string& part : parts) {
-      INFO("message: " << message);
-      CHECK(message.find(part) != std::string::npos);
-    }
-  }
 }
 
 // stored += 2 * merged: the tutorial's updater.
