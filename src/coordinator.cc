@@ -85,32 +85,35 @@ void check_output_size(const std::vector<Request>& requests, const std::vector<i
     if (first.shape[d] == 0) return;  // no bytes at all, whatever the row count
     row_bytes *= first.shape[d];      // within a shape checked at submission
   }
+  const bool allgather = first.type == CollectiveType::kAllgather;
+  const auto rows_sent = [&](std::size_t sender, std::size_t receiver) -> int64_t {
+    const Request& r = requests[sender];
+    if (allgather) return r.shape.empty() ? 0 : r.shape[0];
+    return receiver < r.splits.size() ? r.splits[receiver] : 0;
+  };
   const std::size_t ranks = requests.size();
-  for (std::size_t receiver = 0; receiver < ranks; ++receiver) {
+  // Allgather's output is the same on every rank: one receiver says it.
+  const std::size_t receivers = allgather ? 1 : ranks;
+  for (std::size_t receiver = 0; receiver < receivers; ++receiver) {
     int64_t rows = 0;
-    std::vector<std::string> parts;
+    int64_t bytes = 0;
     bool overflows = false;
-    for (std::size_t sender = 0; sender < ranks; ++sender) {
-      const Request& r = requests[sender];
-      int64_t sent = 0;
-      if (first.type == CollectiveType::kAllgather) {
-        sent = r.shape.empty() ? 0 : r.shape[0];
-      } else if (receiver < r.splits.size()) {
-        sent = r.splits[receiver];
-      }
-      parts.push_back(fmt::format("rank {} {}", label_of(labels, sender), sent));
-      int64_t bytes = 0;
-      overflows = overflows || __builtin_add_overflow(rows, sent, &rows) ||
+    for (std::size_t sender = 0; sender < ranks && !overflows; ++sender) {
+      overflows = __builtin_add_overflow(rows, rows_sent(sender, receiver), &rows) ||
                   __builtin_mul_overflow(rows, row_bytes, &bytes);
     }
     if (!overflows) continue;
+    std::vector<std::string> parts;
+    for (std::size_t sender = 0; sender < ranks; ++sender) {
+      parts.push_back(
+          fmt::format("rank {} {}", label_of(labels, sender), rows_sent(sender, receiver)));
+    }
     const std::string whose =
-        first.type == CollectiveType::kAllgather
-            ? std::string("the output's first dimension")
-            : fmt::format("the rows rank {} receives", label_of(labels, receiver));
+        allgather ? std::string("the output's first dimension")
+                  : fmt::format("the rows rank {} receives", label_of(labels, receiver));
     clauses->push_back(fmt::format("{}, the sum of {}, times {} bytes per row exceeds 2^63-1 bytes",
                                    whose, fmt::join(parts, ", "), row_bytes));
-    return;  // one clause says it; allgather's sum is the same for every receiver
+    return;  // one clause says it
   }
 }
 
