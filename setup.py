@@ -73,6 +73,6 @@ setup(
     ext_modules=[CMakeExtension("herd._native")],
     cmdclass={"build_ext": CMakeBuild},
     python_requires=">=3.9",
-    install_requires=["numpy"],
+    install_requires=["numpy", "cloudpickle"],
     zip_safe=False,
 )

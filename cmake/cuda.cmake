@@ -19,6 +19,7 @@ set(HERD_CUDA_ARCHITECTURES 90 CACHE STRING "CUDA architectures to build for (CM
 
 set(HERD_CUDA FALSE)
 set(HERD_NCCL FALSE)
+set(HERD_NCCL_VERSION_CODE 0)
 
 if(NOT HERD_WITH_CUDA STREQUAL "OFF")
   # CUDA's installers put it under /usr/local/cuda, off the PATH.
@@ -53,6 +54,12 @@ if(HERD_CUDA AND NOT HERD_WITH_NCCL STREQUAL "OFF")
                PATH_SUFFIXES lib lib64)
   if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
     set(HERD_NCCL TRUE)
+    # NCCL_VERSION_CODE of the header built against (22809 for 2.28.9), which
+    # herd.nccl_built() reports as Horovod's does.
+    file(STRINGS "${NCCL_INCLUDE_DIR}/nccl.h" nccl_version_line
+         REGEX "^#define NCCL_VERSION_CODE [0-9]+")
+    string(REGEX REPLACE "^#define NCCL_VERSION_CODE ([0-9]+).*" "\\1" HERD_NCCL_VERSION_CODE
+           "${nccl_version_line}")
     add_library(herd_nccl_imported INTERFACE)
     add_library(herd::nccl ALIAS herd_nccl_imported)
     target_include_directories(herd_nccl_imported INTERFACE ${NCCL_INCLUDE_DIR})

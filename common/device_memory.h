@@ -19,6 +19,9 @@ using DeviceMemory = std::unique_ptr<void, void (*)(void*)>;
 bool cuda_built();
 // Whether this build of herd has NCCL.
 bool nccl_built();
+// NCCL_VERSION_CODE of the nccl.h herd was built with (22809 for 2.28.9), 0
+// without NCCL.
+int nccl_version_code();
 
 // At least `bytes` (one byte for zero) on `device`, uninitialized: new[] on
 // the CPU, cudaMalloc on a GPU. Throws herd::Error when the device does not

@@ -9,6 +9,7 @@ namespace herd::detail {
 
 bool cuda_built() { return false; }
 bool nccl_built() { return false; }
+int nccl_version_code() { return 0; }
 
 DeviceMemory allocate(const Device& device, std::size_t bytes) {
   if (device.type == DeviceType::kCPU) return allocate_host(bytes);

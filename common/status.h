@@ -10,6 +10,8 @@
 #include <string>
 #include <utility>
 
+#include "herd/error.h"
+
 namespace herd {
 
 class [[nodiscard]] Status {
@@ -18,20 +20,32 @@ class [[nodiscard]] Status {
 
   static Status ok() { return Status(); }
   static Status error(std::string message) { return Status(std::move(message)); }
+  // This rank's request is wrong by itself (herd::ErrorKind::kInvalidArgument).
+  static Status invalid_argument(std::string message) {
+    return Status(std::move(message), ErrorKind::kInvalidArgument);
+  }
+  // A well-formed request herd does not support (ErrorKind::kNotImplemented).
+  static Status not_implemented(std::string message) {
+    return Status(std::move(message), ErrorKind::kNotImplemented);
+  }
 
   bool is_ok() const { return !failed_; }
   explicit operator bool() const { return is_ok(); }
   const std::string& message() const { return message_; }
+  // kFailed for an OK status and for Status::error.
+  ErrorKind kind() const { return kind_; }
 
   // Prefixes the message with context, e.g. "ring allreduce step 2: ".
   Status with_context(const std::string& context) const {
-    return is_ok() ? *this : Status(context + message_);
+    return is_ok() ? *this : Status(context + message_, kind_);
   }
 
  private:
-  explicit Status(std::string message) : failed_(true), message_(std::move(message)) {}
+  explicit Status(std::string message, ErrorKind kind = ErrorKind::kFailed)
+      : failed_(true), kind_(kind), message_(std::move(message)) {}
 
   bool failed_ = false;
+  ErrorKind kind_ = ErrorKind::kFailed;
   std::string message_;
 };
 

@@ -13,7 +13,7 @@ packages=(
   build-essential cmake ninja-build clang-format
   libopenmpi-dev openmpi-bin
   libeigen3-dev libfmt-dev catch2 libcli11-dev nlohmann-json3-dev
-  libbenchmark-dev python3-matplotlib python3-numpy python3-pytest
+  libbenchmark-dev python3-matplotlib python3-numpy python3-pytest python3-cloudpickle
   zlib1g-dev dataset-fashion-mnist
   pybind11-dev python3-dev python3-torch python3-venv python3-setuptools python3-wheel
 )

@@ -28,8 +28,9 @@ bool g_was_shut_down = false;
 
 [[noreturn]] void throw_not_running(const char* call) {
   throw Error(std::string("herd::") + call +
-              (g_was_shut_down ? ": herd has been shut down"
-                               : ": herd is not initialized; call herd::init() first"));
+                  (g_was_shut_down ? ": herd has been shut down"
+                                   : ": herd is not initialized; call herd::init() first"),
+              ErrorKind::kInvalidArgument);
 }
 
 detail::Runtime& running(const char* call) {
@@ -122,6 +123,11 @@ int cross_size() {
   return running("cross_size").cross_size();
 }
 
+bool is_homogeneous() {
+  std::shared_lock<std::shared_mutex> lock(g_runtime_mutex);
+  return running("is_homogeneous").is_homogeneous();
+}
+
 bool mpi_threads_supported() {
   std::shared_lock<std::shared_mutex> lock(g_runtime_mutex);
   return running("mpi_threads_supported").mpi_threads_supported();
@@ -130,6 +136,7 @@ bool mpi_threads_supported() {
 bool cuda_built() { return detail::cuda_built(); }
 
 bool nccl_built() { return detail::nccl_built(); }
+int nccl_version_code() { return detail::nccl_version_code(); }
 
 Handle allreduce_async(const std::string& name, TensorView input, TensorView output, ReduceOp op,
                        double prescale, double postscale, const ProcessSet& process_set) {
@@ -264,7 +271,9 @@ bool poll(const Handle& handle) {
 void wait(const Handle& handle) {
   if (!handle.valid()) throw Error("herd::wait: the handle refers to no operation");
   const Status status = handle.state()->wait();
-  if (!status.is_ok()) throw Error(detail::name_the_rank_that_stopped(status.message()));
+  if (!status.is_ok()) {
+    throw Error(detail::name_the_rank_that_stopped(status.message()), status.kind());
+  }
 }
 
 namespace ps {

@@ -85,7 +85,7 @@ Handle ProcessSetState::submit(TensorEntry entry) {
   entry.handle->set_driver(loop_);
   Handle handle(entry.handle);
   const Status queued = queue_.push(std::move(entry), !BlockingCallScope::active());
-  if (!queued.is_ok()) throw Error(queued.message());
+  if (!queued.is_ok()) throw Error(queued.message(), queued.kind());
   return handle;
 }
 

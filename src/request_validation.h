@@ -8,9 +8,15 @@
 #include <vector>
 
 #include "common/status.h"
+#include "herd/error.h"
 #include "herd/types.h"
 
 namespace herd::detail {
+
+// The exception of a call that is wrong by itself on this rank.
+inline Error invalid_argument(const std::string& message) {
+  return Error(message, ErrorKind::kInvalidArgument);
+}
 
 // Checks one view on its own: no negative extent, data present when there are
 // elements, CPU memory. `what` opens the message ("allgather 'x'"), `role`

@@ -257,6 +257,10 @@ std::unique_ptr<Runtime> Runtime::start(const Config& config, const Status& conf
   HERD_MPI_CHECK(MPI_Comm_rank(cross_comm, &runtime->cross_rank_));
   HERD_MPI_CHECK(MPI_Comm_size(cross_comm, &runtime->cross_size_));
   HERD_MPI_CHECK(MPI_Comm_free(&cross_comm));
+  // Every machine runs as many ranks when the smallest count is the largest.
+  int local_size_bounds[2] = {-runtime->local_size_, runtime->local_size_};
+  HERD_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, local_size_bounds, 2, MPI_INT, MPI_MAX, workers));
+  runtime->homogeneous_ = -local_size_bounds[0] == local_size_bounds[1];
 
   HERD_MPI_CHECK(MPI_Comm_dup(workers, &runtime->registry_comm_));
 
@@ -380,17 +384,18 @@ ProcessSet Runtime::add_process_set(std::vector<int> ranks) {
   // every rank throws the same error instead of one rank alone.
   require_same_on_every_rank("add_process_set", ranks, registry_comm_, size_);
   const std::string given = fmt::format("[{}]", fmt::join(ranks, ","));
-  if (ranks.empty()) throw Error("herd::add_process_set: a process set needs at least one rank");
+  if (ranks.empty())
+    throw invalid_argument("herd::add_process_set: a process set needs at least one rank");
   if (std::adjacent_find(ranks.begin(), ranks.end()) != ranks.end()) {
-    throw Error(fmt::format("herd::add_process_set: ranks {} hold a duplicate", given));
+    throw invalid_argument(fmt::format("herd::add_process_set: ranks {} hold a duplicate", given));
   }
   if (ranks.front() < 0 || ranks.back() >= size_) {
-    throw Error(fmt::format("herd::add_process_set: ranks {} reach outside the job's ranks 0..{}",
-                            given, size_ - 1));
+    throw invalid_argument(fmt::format(
+        "herd::add_process_set: ranks {} reach outside the job's ranks 0..{}", given, size_ - 1));
   }
   for (const auto& [id, existing] : set_ranks_) {
     if (id != 0 && existing == ranks) {
-      throw Error(
+      throw invalid_argument(
           fmt::format("herd::add_process_set: process set {} already has ranks {}", id, given));
     }
   }
@@ -422,10 +427,12 @@ ProcessSet Runtime::create_process_set(int id, std::vector<int> ranks) {
 void Runtime::remove_process_set(const ProcessSet& set) {
   // Agree first, so that a bad id fails on every rank alike.
   require_same_on_every_rank("remove_process_set", {set.id()}, registry_comm_, size_);
-  if (set.is_global()) throw Error("herd::remove_process_set: the global process set stays");
+  if (set.is_global())
+    throw invalid_argument("herd::remove_process_set: the global process set stays");
   auto known = set_ranks_.find(set.id());
   if (known == set_ranks_.end()) {
-    throw Error(fmt::format("herd::remove_process_set: there is no process set {}", set.id()));
+    throw invalid_argument(
+        fmt::format("herd::remove_process_set: there is no process set {}", set.id()));
   }
   auto member = member_sets_.find(set.id());
   if (member != member_sets_.end()) {
@@ -438,17 +445,18 @@ void Runtime::remove_process_set(const ProcessSet& set) {
 ProcessSetState& Runtime::member_state(const ProcessSet& set, const std::string& what) {
   auto known = set_ranks_.find(set.id());
   if (known == set_ranks_.end()) {
-    throw Error(
+    throw invalid_argument(
         fmt::format("{}: there is no process set {} (removed, or never added)", what, set.id()));
   }
   if (!set.is_global() && set.ranks() != known->second) {
-    throw Error(fmt::format("{}: process set {} has ranks [{}], not [{}]", what, set.id(),
-                            fmt::join(known->second, ","), fmt::join(set.ranks(), ",")));
+    throw invalid_argument(fmt::format("{}: process set {} has ranks [{}], not [{}]", what,
+                                       set.id(), fmt::join(known->second, ","),
+                                       fmt::join(set.ranks(), ",")));
   }
   auto member = member_sets_.find(set.id());
   if (member == member_sets_.end()) {
-    throw Error(fmt::format("{}: rank {} is not in process set {} (ranks [{}])", what, rank_,
-                            set.id(), fmt::join(known->second, ",")));
+    throw invalid_argument(fmt::format("{}: rank {} is not in process set {} (ranks [{}])", what,
+                                       rank_, set.id(), fmt::join(known->second, ",")));
   }
   return *member->second;
 }

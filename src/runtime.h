@@ -66,6 +66,7 @@ class Runtime {
   int local_size() const { return local_size_; }
   int cross_rank() const { return cross_rank_; }
   int cross_size() const { return cross_size_; }
+  bool is_homogeneous() const { return homogeneous_; }
   bool mpi_threads_supported() const { return thread_level_ == MPI_THREAD_MULTIPLE; }
 
   // The job's roles (HERD_NUM_SERVERS). On a server rank, start() returns a
@@ -135,6 +136,7 @@ class Runtime {
   // Among the ranks of the same local_rank_ (MPI_Comm_split by local rank).
   int cross_rank_ = 0;
   int cross_size_ = 1;
+  bool homogeneous_ = true;
   int thread_level_ = MPI_THREAD_SINGLE;  // as MPI provides it
   // Used only by the thread that adds and removes process sets.
   MPI_Comm registry_comm_ = MPI_COMM_NULL;

@@ -12,8 +12,10 @@
 namespace herd::detail {
 namespace {
 
-void throw_if_failed(const Status& status) {
-  if (!status.is_ok()) throw Error(status.message());
+// The checks below look at this rank's call alone: a failed one is an
+// invalid argument (ValueError in herd.torch), whatever the Status says.
+void throw_if_invalid(const Status& status) {
+  if (!status.is_ok()) throw Error(status.message(), ErrorKind::kInvalidArgument);
 }
 
 // Collectives that split or concatenate along the first dimension need one.
@@ -53,24 +55,25 @@ void Runtime::require_usable_device(const std::string& what, const char* role,
                                     const TensorView& view) {
   if (view.device.type == DeviceType::kCPU) return;
   if (!gpu_support_) {
-    throw Error(
+    throw invalid_argument(
         fmt::format("{}: {} is on {}, but this build of herd has no GPU support "
                     "(herd::cuda_built() is false; build with CUDA: docs/gpu.md)",
                     what, role, to_string(view.device)));
   }
-  throw_if_failed(gpu_support_->check_view(what, role, view));
+  throw_if_invalid(gpu_support_->check_view(what, role, view));
 }
 
 TensorEntry Runtime::make_entry(CollectiveType type, const std::string& name,
                                 const TensorView& view, const ProcessSetState& state) {
-  if (name.empty()) throw Error(fmt::format("{}: the tensor name is empty", to_string(type)));
+  if (name.empty())
+    throw invalid_argument(fmt::format("{}: the tensor name is empty", to_string(type)));
   const std::string what = describe(type, name);
   require_usable_device(what, "input", view);
   if (view.device.type == DeviceType::kGPU && state.id() != 0) {
     // Each set runs on its own thread with its own NCCL communicator; NCCL
     // kernels of two communicators, issued in different orders on different
     // ranks, can wait for each other for ever.
-    throw Error(
+    throw invalid_argument(
         fmt::format("{}: GPU tensors run on the global process set only, for now; this "
                     "is process set {} (ranks [{}])",
                     what, state.id(), fmt::join(state.ranks(), ",")));
@@ -87,8 +90,9 @@ TensorEntry Runtime::make_entry(CollectiveType type, const std::string& name,
   if (view.device.type == DeviceType::kGPU) {
     // On the caller's thread, right after the work that produces the data
     // was queued: the executor's stream waits for exactly that work.
-    throw_if_failed(gpu_support_->record_ready(view, &entry.ready_event)
-                        .with_context(what + ": recording the input's ready event: "));
+    const Status recorded = gpu_support_->record_ready(view, &entry.ready_event)
+                                .with_context(what + ": recording the input's ready event: ");
+    if (!recorded.is_ok()) throw Error(recorded.message());
   }
   entry.handle = std::make_shared<HandleState>(what);
   return entry;
@@ -98,7 +102,7 @@ Handle Runtime::allreduce_async(const std::string& name, const TensorView& input
                                 const TensorView& output, ReduceOp op, double prescale,
                                 double postscale, const ProcessSet& set) {
   const std::string what = describe(CollectiveType::kAllreduce, name);
-  throw_if_failed(validate_reduction(what, input, output, prescale, postscale));
+  throw_if_invalid(validate_reduction(what, input, output, prescale, postscale));
   ProcessSetState& state = member_state(set, what);
   TensorEntry entry = make_entry(CollectiveType::kAllreduce, name, input, state);
   require_usable_device(what, "output", output);
@@ -110,9 +114,9 @@ Handle Runtime::allreduce_async(const std::string& name, const TensorView& input
 Handle Runtime::allgather_async(const std::string& name, const TensorView& input, Tensor* output,
                                 const ProcessSet& set) {
   const std::string what = describe(CollectiveType::kAllgather, name);
-  throw_if_failed(validate_view(what, "input", input));
-  throw_if_failed(require_rows(what, input));
-  throw_if_failed(require_output(what, output));
+  throw_if_invalid(validate_view(what, "input", input));
+  throw_if_invalid(require_rows(what, input));
+  throw_if_invalid(require_output(what, output));
   ProcessSetState& state = member_state(set, what);
   TensorEntry entry = make_entry(CollectiveType::kAllgather, name, input, state);
   entry.output_tensor = output;
@@ -122,17 +126,18 @@ Handle Runtime::allgather_async(const std::string& name, const TensorView& input
 Handle Runtime::broadcast_async(const std::string& name, const TensorView& inout, int root,
                                 const ProcessSet& set) {
   const std::string what = describe(CollectiveType::kBroadcast, name);
-  throw_if_failed(validate_view(what, "tensor", inout));
+  throw_if_invalid(validate_view(what, "tensor", inout));
   if (root < 0 || root >= size_) {
-    throw Error(fmt::format("{}: root {} is not a rank of this job (size {})", what, root, size_));
+    throw invalid_argument(
+        fmt::format("{}: root {} is not a rank of this job (size {})", what, root, size_));
   }
   ProcessSetState& state = member_state(set, what);
   // The root is a global rank; the set's algorithms count members.
   const std::vector<int>& members = state.ranks();
   const auto at = std::lower_bound(members.begin(), members.end(), root);
   if (at == members.end() || *at != root) {
-    throw Error(fmt::format("{}: root {} is not in process set {} (ranks [{}])", what, root,
-                            set.id(), fmt::join(members, ",")));
+    throw invalid_argument(fmt::format("{}: root {} is not in process set {} (ranks [{}])", what,
+                                       root, set.id(), fmt::join(members, ",")));
   }
   TensorEntry entry = make_entry(CollectiveType::kBroadcast, name, inout, state);
   // Carried as the global rank, so messages name it as the caller did; the
@@ -145,11 +150,11 @@ Handle Runtime::alltoall_async(const std::string& name, const TensorView& input,
                                std::vector<int64_t> splits, Tensor* output,
                                std::vector<int64_t>* received_splits, const ProcessSet& set) {
   const std::string what = describe(CollectiveType::kAlltoall, name);
-  throw_if_failed(validate_view(what, "input", input));
-  throw_if_failed(require_rows(what, input));
-  throw_if_failed(require_output(what, output));
+  throw_if_invalid(validate_view(what, "input", input));
+  throw_if_invalid(require_rows(what, input));
+  throw_if_invalid(require_output(what, output));
   ProcessSetState& state = member_state(set, what);
-  throw_if_failed(resolve_alltoall_splits(name, input, state.set_size(), &splits));
+  throw_if_invalid(resolve_alltoall_splits(name, input, state.set_size(), &splits));
   TensorEntry entry = make_entry(CollectiveType::kAlltoall, name, input, state);
   entry.request.splits = std::move(splits);
   entry.output_tensor = output;
@@ -161,10 +166,10 @@ Handle Runtime::reducescatter_async(const std::string& name, const TensorView& i
                                     Tensor* output, ReduceOp op, double prescale, double postscale,
                                     const ProcessSet& set) {
   const std::string what = describe(CollectiveType::kReducescatter, name);
-  throw_if_failed(validate_view(what, "input", input));
-  throw_if_failed(require_rows(what, input));
-  throw_if_failed(require_output(what, output));
-  throw_if_failed(require_finite(what, prescale, postscale));
+  throw_if_invalid(validate_view(what, "input", input));
+  throw_if_invalid(require_rows(what, input));
+  throw_if_invalid(require_output(what, output));
+  throw_if_invalid(require_finite(what, prescale, postscale));
   ProcessSetState& state = member_state(set, what);
   TensorEntry entry = make_entry(CollectiveType::kReducescatter, name, input, state);
   set_reduction(&entry.request, op, prescale, postscale);
@@ -180,24 +185,26 @@ Handle Runtime::grouped_allreduce_async(const std::vector<std::string>& names,
   // negotiated, and so executed, as one unit.
   const std::string name = fmt::format("{{{}}}", fmt::join(names, ", "));
   const std::string what = describe(CollectiveType::kGroupedAllreduce, name);
-  if (names.empty()) throw Error("grouped allreduce: the group has no tensors");
+  if (names.empty()) throw invalid_argument("grouped allreduce: the group has no tensors");
   if (inputs.size() != names.size() || outputs.size() != names.size()) {
-    throw Error(fmt::format("{}: {} names, {} inputs and {} outputs; they must be as many", what,
-                            names.size(), inputs.size(), outputs.size()));
+    throw invalid_argument(
+        fmt::format("{}: {} names, {} inputs and {} outputs; they must be as many", what,
+                    names.size(), inputs.size(), outputs.size()));
   }
   for (std::size_t i = 0; i < names.size(); ++i) {
-    throw_if_failed(validate_reduction(describe(CollectiveType::kAllreduce, names[i]), inputs[i],
-                                       outputs[i], prescale, postscale));
+    throw_if_invalid(validate_reduction(describe(CollectiveType::kAllreduce, names[i]), inputs[i],
+                                        outputs[i], prescale, postscale));
     if (inputs[i].dtype != inputs[0].dtype) {
-      throw Error(fmt::format("{}: members differ in dtype: '{}' {}, '{}' {}", what, names[0],
-                              to_string(inputs[0].dtype), names[i], to_string(inputs[i].dtype)));
+      throw invalid_argument(fmt::format("{}: members differ in dtype: '{}' {}, '{}' {}", what,
+                                         names[0], to_string(inputs[0].dtype), names[i],
+                                         to_string(inputs[i].dtype)));
     }
   }
   for (std::size_t i = 0; i < names.size(); ++i) {
     if (inputs[i].device != inputs[0].device) {
-      throw Error(fmt::format("{}: members are on different devices: '{}' {}, '{}' {}", what,
-                              names[0], to_string(inputs[0].device), names[i],
-                              to_string(inputs[i].device)));
+      throw invalid_argument(fmt::format("{}: members are on different devices: '{}' {}, '{}' {}",
+                                         what, names[0], to_string(inputs[0].device), names[i],
+                                         to_string(inputs[i].device)));
     }
     const std::string member = describe(CollectiveType::kAllreduce, names[i]);
     require_usable_device(member, "input", inputs[i]);

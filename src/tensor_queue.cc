@@ -12,7 +12,7 @@ Status TensorQueue::push(TensorEntry entry, bool wake_waiter) {
     if (closed_)
       return Status::error(fmt::format("{}: {}", entry.handle->description(), close_reason_));
     if (!pending_names_.insert(entry.request.name).second) {
-      return Status::error(fmt::format(
+      return Status::invalid_argument(fmt::format(
           "{}: a request with this name is still pending on rank {}; wait for it before "
           "submitting the name again",
           entry.handle->description(), rank_label_));

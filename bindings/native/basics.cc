@@ -32,9 +32,12 @@ void bind_basics(py::module_& m) {
   m.def("cross_rank", &cross_rank);
   m.def("cross_size", &cross_size);
   m.def("mpi_threads_supported", &mpi_threads_supported);
+  m.def("is_homogeneous", &is_homogeneous);
   // Both callable before init.
   m.def("cuda_built", &cuda_built, "Whether this build of herd has the GPU path (CUDA).");
   m.def("nccl_built", &nccl_built, "Whether this build of herd uses NCCL for GPU tensors.");
+  m.def("nccl_version_code", &nccl_version_code,
+        "NCCL_VERSION_CODE of the NCCL herd was built with; 0 without NCCL.");
 
   m.def(
       "add_process_set",

@@ -13,6 +13,7 @@ namespace herd::detail {
 bool cuda_built() { return true; }
 // HERD_NCCL_BUILT is defined for this file by common/CMakeLists.txt.
 bool nccl_built() { return HERD_NCCL_BUILT != 0; }
+int nccl_version_code() { return HERD_NCCL_BUILT != 0 ? HERD_NCCL_VERSION_CODE : 0; }
 
 DeviceMemory allocate(const Device& device, std::size_t bytes) {
   if (device.type == DeviceType::kCPU) return allocate_host(bytes);

@@ -49,6 +49,8 @@ int local_size();
 // is then the number of machines and cross_rank() this machine's index.
 int cross_rank();
 int cross_size();
+// True when every machine of the job runs the same number of ranks.
+bool is_homogeneous();
 // True when MPI provides MPI_THREAD_MULTIPLE (the level init() found or
 // asked for), so that the program may call MPI from any thread.
 bool mpi_threads_supported();
@@ -59,6 +61,9 @@ bool mpi_threads_supported();
 // MPI through host memory (docs/gpu.md).
 bool cuda_built();
 bool nccl_built();
+// NCCL_VERSION_CODE of the NCCL herd was built with (22809 for 2.28.9); 0
+// when nccl_built() is false.
+int nccl_version_code();
 
 // Reduces `input` across all ranks into `output` under the name `name`, which
 // must be submitted on every rank with the same shape, dtype, op and scales.

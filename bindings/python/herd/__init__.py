@@ -7,18 +7,26 @@ drop-in for ``horovod.torch``); ``herd.kvstore`` is MXNet's KVStore on either.
 docs/python.md describes them.
 """
 
-from herd._native import Error
+from herd._native import Error, InvalidArgumentError, UnsupportedError
 from herd.basics import (
+    ccl_built,
     cross_rank,
     cross_size,
     cuda_built,
+    ddl_built,
+    gloo_built,
+    gloo_enabled,
     init,
+    is_homogeneous,
     is_initialized,
     local_rank,
     local_size,
+    mpi_built,
+    mpi_enabled,
     mpi_threads_supported,
     nccl_built,
     rank,
+    rocm_built,
     shutdown,
     size,
 )
@@ -33,6 +41,9 @@ from herd.reduce_ops import Adasum, Average, Max, Min, Product, Sum
 __version__ = "0.1.0"
 
 # Horovod's name for the error of a failed collective, for scripts that catch it.
+# A call wrong on this rank alone raises InvalidArgumentError (also a ValueError,
+# as Horovod raises), a request herd does not support UnsupportedError (also a
+# NotImplementedError); both are herd.Error too.
 HorovodInternalError = Error
 
 __all__ = [
@@ -40,23 +51,33 @@ __all__ = [
     "Average",
     "Error",
     "HorovodInternalError",
+    "InvalidArgumentError",
+    "UnsupportedError",
     "Max",
     "Min",
     "Product",
     "ProcessSet",
     "Sum",
     "add_process_set",
+    "ccl_built",
     "cross_rank",
     "cross_size",
     "cuda_built",
+    "ddl_built",
     "global_process_set",
+    "gloo_built",
+    "gloo_enabled",
     "init",
+    "is_homogeneous",
     "is_initialized",
     "local_rank",
     "local_size",
+    "mpi_built",
+    "mpi_enabled",
     "mpi_threads_supported",
     "nccl_built",
     "rank",
+    "rocm_built",
     "remove_process_set",
     "shutdown",
     "size",

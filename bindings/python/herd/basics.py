@@ -15,8 +15,15 @@ def init(comm=None, process_sets=None):
 
     ``comm``: only ``None`` (MPI_COMM_WORLD) is supported; herd's C++ runtime
     always spans the whole job. ``process_sets``: ``ProcessSet`` objects (or
-    lists of ranks) to register right away, in the same order on every rank.
+    lists of ranks) to register right away, in the same order on every rank;
+    or Horovod's ``"dynamic"``, which herd accepts and needs not: process sets
+    can always be added and removed after init.
     """
+    if isinstance(process_sets, str):
+        if process_sets != "dynamic":
+            raise ValueError(f"herd.init(process_sets={process_sets!r}): give a list of "
+                             "process sets or \"dynamic\"")
+        process_sets = None
     if comm is not None:
         raise ValueError(
             "herd.init(comm=...): herd always runs on MPI_COMM_WORLD; make subgroups with "
@@ -75,10 +82,18 @@ def cross_size():
     return _native.cross_size()
 
 
+def is_homogeneous():
+    """Whether every machine of the job runs the same number of ranks."""
+    return _native.is_homogeneous()
+
+
 def mpi_threads_supported():
     """True: herd runs MPI with MPI_THREAD_MULTIPLE."""
     return _native.mpi_threads_supported()
 
+
+# Horovod's probes of how it was built and which controller runs, answered for
+# herd. All are callable before ``init``.
 
 def mpi_enabled():
     """True: herd's only controller is MPI."""
@@ -86,24 +101,34 @@ def mpi_enabled():
 
 
 def mpi_built():
+    """True: herd is always built with MPI."""
     return True
 
 
 def gloo_enabled():
+    """False: herd has no Gloo controller."""
     return False
 
 
 def gloo_built():
+    """False: herd has no Gloo."""
+    return False
+
+
+def ccl_built():
+    """False: herd does not use Intel's oneCCL."""
+    return False
+
+
+def ddl_built():
+    """False: herd does not use IBM's DDL."""
     return False
 
 
 def nccl_built():
-    """Whether this build of herd uses NCCL for GPU tensors. Callable before ``init``.
-
-    A bool (Horovod returns NCCL's version number, or 0): ``if nccl_built():`` reads the
-    same.
-    """
-    return _native.nccl_built()
+    """NCCL's version code (22809 for NCCL 2.28.9) when this build of herd uses NCCL for
+    GPU tensors, else 0, as Horovod's."""
+    return _native.nccl_version_code()
 
 
 def cuda_built():

@@ -5,6 +5,7 @@ same functions, arguments, handles, autograd rules and DistributedOptimizer
 (docs/python.md lists them and the differences).
 """
 
+from herd.torch import elastic
 from herd.torch.compression import Compression
 from herd.torch.functions import (
     allgather_object,
@@ -19,6 +20,7 @@ from herd.torch.optimizer import DistributedOptimizer
 __all__ = list(_mpi_ops_all) + [
     "Compression",
     "DistributedOptimizer",
+    "elastic",
     "allgather_object",
     "broadcast_object",
     "broadcast_optimizer_state",

@@ -2,8 +2,8 @@
 
 ``broadcast_parameters`` and ``broadcast_optimizer_state`` make every rank
 start from the root's weights and optimizer state; ``broadcast_object`` and
-``allgather_object`` move any picklable Python object (pickled into a uint8
-tensor).
+``allgather_object`` move any Python object cloudpickle serializes (as Horovod:
+lambdas and classes defined inside functions too) in a uint8 tensor.
 
 Each helper fails on every rank when its Python code fails on one (an object
 that does not pickle, a tensor herd cannot take, a state that does not
@@ -15,6 +15,8 @@ failed rank never submits.
 import functools
 import pickle
 from collections import defaultdict
+
+import cloudpickle
 
 import torch
 
@@ -226,7 +228,7 @@ def _broadcast_object(obj, root_rank, name, process_set, use=None):
     payload, error = None, None
     if is_root:
         try:
-            payload = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8)
+            payload = torch.frombuffer(bytearray(cloudpickle.dumps(obj)), dtype=torch.uint8)
         except Exception as failure:  # noqa: BLE001 -- raised on every rank by exchange_status
             error = failure
     # Only the root contributes a length (a pickle is never empty); with a root_rank outside
@@ -266,7 +268,7 @@ def allgather_object(obj, name=None, process_set=global_process_set):
     name = "allgather_object" if name is None else str(name)
     payload, error = torch.empty(0, dtype=torch.uint8), None
     try:
-        payload = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8)
+        payload = torch.frombuffer(bytearray(cloudpickle.dumps(obj)), dtype=torch.uint8)
     except Exception as failure:  # noqa: BLE001 -- raised on every rank by exchange_status
         error = failure
     try:

@@ -25,12 +25,15 @@ import torch
 
 from herd import _native
 from herd.basics import (
+    ccl_built,
     cross_rank,
     cross_size,
     cuda_built,
+    ddl_built,
     gloo_built,
     gloo_enabled,
     init,
+    is_homogeneous,
     is_initialized,
     local_rank,
     local_size,
@@ -55,18 +58,21 @@ from herd.reduce_ops import Adasum, Average, Max, Min, Product, Sum, resolve_op
 from herd.torch.compression import Compression
 
 Error = _native.Error
+InvalidArgumentError = _native.InvalidArgumentError
+UnsupportedError = _native.UnsupportedError
 # Horovod's name for the error of a failed collective, for scripts that catch it.
 HorovodInternalError = Error
 
 __all__ = [
     # Start, stop and the shape of the job (herd.basics).
     "init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",
-    "cross_rank", "cross_size", "mpi_threads_supported", "mpi_enabled", "mpi_built",
-    "gloo_enabled", "gloo_built", "nccl_built", "cuda_built", "rocm_built",
+    "cross_rank", "cross_size", "is_homogeneous", "mpi_threads_supported", "mpi_enabled",
+    "mpi_built", "gloo_enabled", "gloo_built", "nccl_built", "ddl_built", "ccl_built",
+    "cuda_built", "rocm_built",
     # Operators, process sets, errors.
     "Average", "Sum", "Adasum", "Min", "Max", "Product",
     "ProcessSet", "add_process_set", "remove_process_set", "global_process_set",
-    "HorovodInternalError", "Error",
+    "HorovodInternalError", "Error", "InvalidArgumentError", "UnsupportedError",
     # Collectives.
     "allreduce", "allreduce_", "allreduce_async", "allreduce_async_",
     "grouped_allreduce", "grouped_allreduce_", "grouped_allreduce_async",
