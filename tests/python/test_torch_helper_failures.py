@@ -21,12 +21,12 @@ import contextlib
 import faulthandler
 import json
 import os
-import pickle
 import shutil
 import tempfile
 import threading
 import time
 
+import cloudpickle
 import pytest
 import torch
 
@@ -87,9 +87,9 @@ def record_failure(folder, call):
 
 
 def pickle_failure(obj):
-    """(type name, text) of the exception plain pickle raises for ``obj``."""
+    """(type name, text) of the exception cloudpickle raises for ``obj``."""
     try:
-        pickle.dumps(obj)
+        cloudpickle.dumps(obj)
     except Exception as error:  # noqa: BLE001
         return type(error).__name__, str(error)
     raise AssertionError(f"{obj!r} pickles")
@@ -119,7 +119,7 @@ def failed_ranks_text(records, failing):
 # --------------------------------------------------------------------------
 
 UNPICKLABLE = {
-    "lambda": lambda: {"weights": [1, 2], "rule": lambda x: x + 1},
+    "generator": lambda: {"weights": [1, 2], "rule": (x + 1 for x in range(3))},
     "lock": lambda: {"weights": [1, 2], "lock": threading.Lock()},
 }
 
@@ -130,8 +130,8 @@ def test_broadcast_object_that_does_not_pickle_raises_on_every_rank(kind, shared
     root = size - 1
     obj = UNPICKLABLE[kind]() if rank == root else None
     records = record_failure(shared_dir, lambda: hvd.broadcast_object(obj, root, name="cfg"))
-    if rank == root:  # its error is plain pickle's for the same object (a lambda's names
-        # its address, so only the root can compute it; the others compare with its record)
+    if rank == root:  # its error is cloudpickle's for the same object (only the root holds
+        # the object, so only it can compute that; the others compare with its record)
         assert (records[root]["type"], records[root]["message"]) == pickle_failure(obj)
     check_records(records, {root}, lambda r: (records[r]["type"], records[r]["message"]),
                   lambda recs: f"herd.torch.broadcast_object 'cfg', pickle: "

@@ -87,7 +87,8 @@ def test_namespace_matches_horovod_torch(rank, size):
     assert hvd.mpi_enabled() and hvd.mpi_built()
     assert not hvd.gloo_enabled() and not hvd.gloo_built()
     assert hvd.cuda_built() is herd.cuda_built() is herd._native.cuda_built()
-    assert hvd.nccl_built() is herd.nccl_built() is herd._native.nccl_built()
+    assert hvd.nccl_built() == herd.nccl_built() == herd._native.nccl_version_code()
+    assert bool(hvd.nccl_built()) is herd._native.nccl_built()
     assert hvd.cuda_built() or not hvd.nccl_built()  # NCCL only with CUDA
     assert not hvd.rocm_built()
     assert isinstance(hvd.mpi_threads_supported(), bool)

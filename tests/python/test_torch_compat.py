@@ -1,0 +1,175 @@
+"""herd.torch as horovod.torch: the probes, the exception types, init's arguments,
+objects that only cloudpickle serializes and hvd.elastic, under mpirun.
+
+Each error case raises the Python type Horovod raises, on the rank whose call
+was wrong, and the collectives after it still work on every rank.
+"""
+
+import pytest
+import torch
+
+import herd
+import herd.numpy as hnp
+import herd.torch as hvd
+from rank_checks import expect, rank_values
+
+import numpy as np
+
+
+def still_works(rank, size, what):
+    """A global allreduce after an error: every rank must get the exact sum."""
+    expected = sum(rank_values(r, (5,), torch.int64) for r in range(size))
+    got = hvd.allreduce(rank_values(rank, (5,), torch.int64), op=hvd.Sum, name=f"after.{what}")
+    expect(torch.equal(got, expected), f"after {what}: {got.tolist()} != {expected.tolist()}")
+
+
+# --------------------------------------------------------------------------
+# Probes
+# --------------------------------------------------------------------------
+
+def test_every_probe_of_horovods_basics_answers_for_herd(size):
+    assert hvd.mpi_built() is True
+    assert hvd.mpi_enabled() is True
+    assert hvd.gloo_built() is False
+    assert hvd.gloo_enabled() is False
+    assert hvd.ccl_built() is False
+    assert hvd.ddl_built() is False
+    assert hvd.rocm_built() is False
+    assert hvd.cuda_built() == herd._native.cuda_built()
+    assert hvd.mpi_threads_supported() is True
+    # Horovod's nccl_built is NCCL's version code, 0 without NCCL.
+    code = hvd.nccl_built()
+    assert isinstance(code, int)
+    if herd._native.nccl_built():
+        major, minor = code // 10000, code // 100 % 100
+        assert major >= 2 and code >= 2700, code
+        assert minor < 100
+    else:
+        assert code == 0
+    # One machine here: every rank runs on it.
+    assert hvd.local_size() == size
+    assert hvd.is_homogeneous() is True
+    for name in ("mpi_built", "mpi_enabled", "gloo_built", "gloo_enabled", "ccl_built",
+                 "ddl_built", "rocm_built", "cuda_built", "nccl_built", "is_homogeneous",
+                 "mpi_threads_supported"):
+        assert name in hvd.__all__ and getattr(herd, name) is getattr(hvd, name)
+
+
+# --------------------------------------------------------------------------
+# Exception types
+# --------------------------------------------------------------------------
+
+def test_exception_classes_are_horovods_types():
+    assert issubclass(hvd.HorovodInternalError, RuntimeError)
+    assert hvd.HorovodInternalError is herd.Error
+    assert issubclass(herd.InvalidArgumentError, ValueError)
+    assert issubclass(herd.InvalidArgumentError, herd.Error)
+    assert issubclass(herd.UnsupportedError, NotImplementedError)
+    assert issubclass(herd.UnsupportedError, herd.Error)
+
+
+def test_duplicate_pending_name_is_a_value_error_and_nothing_hangs(rank, size):
+    tensor = rank_values(rank, (4, 3), torch.float32)
+    # Rank by rank, as Horovod's suite does: the others wait in a barrier while
+    # the first submission of each rank waits for its peers.
+    handles = []
+    for turn in range(size):
+        if rank == turn:
+            handles.append(hvd.allreduce_async(tensor, name="compat.duplicate", op=hvd.Sum))
+            with pytest.raises(ValueError, match="still pending on rank"):
+                hvd.allreduce_async(tensor, name="compat.duplicate", op=hvd.Sum)
+        hvd.barrier()
+    expected = sum(rank_values(r, (4, 3), torch.float32) for r in range(size))
+    got = hvd.synchronize(handles[0])
+    expect(torch.equal(got, expected), f"duplicate's first submission: {got} != {expected}")
+    still_works(rank, size, "duplicate")
+
+
+def test_bad_root_is_a_value_error_at_the_call(rank, size):
+    with pytest.raises(ValueError, match=f"root {size} is not a rank of this job"):
+        hvd.broadcast(torch.ones(3), root_rank=size, name="compat.bad_root")
+    still_works(rank, size, "bad_root")
+
+
+def test_disagreement_across_ranks_is_horovod_internal_error(rank, size):
+    tensor = torch.ones(rank + 1)
+    with pytest.raises(hvd.HorovodInternalError) as raised:
+        hvd.allreduce(tensor, name="compat.shapes")
+    assert not isinstance(raised.value, ValueError)
+    assert isinstance(raised.value, RuntimeError)
+    still_works(rank, size, "shapes")
+
+
+def test_a_process_set_this_rank_is_not_in_is_a_value_error(rank, size):
+    outside = hvd.add_process_set([0])
+    try:
+        if rank != 0:
+            with pytest.raises(ValueError, match="not in process set"):
+                hvd.allreduce(torch.ones(2), name="compat.outside", process_set=outside)
+    finally:
+        hvd.remove_process_set(outside)
+    still_works(rank, size, "outside")
+
+
+def test_herd_numpy_raises_the_same_types(rank, size):
+    array = np.arange(6, dtype=np.float32)
+    with pytest.raises(ValueError, match=f"root {size} is not a rank"):
+        hnp.broadcast(array, root_rank=size, name="compat.numpy.root")
+    handle = hnp.allreduce_async(array, name="compat.numpy.dup", op=herd.Sum)
+    with pytest.raises(ValueError, match="still pending on rank"):
+        hnp.allreduce_async(array, name="compat.numpy.dup", op=herd.Sum)
+    got = hnp.synchronize(handle)
+    expect(np.array_equal(got, array * size), f"numpy duplicate's first: {got}")
+    with pytest.raises(herd.Error) as raised:
+        hnp.allreduce(np.ones(rank + 1, dtype=np.float32), name="compat.numpy.shapes")
+    assert not isinstance(raised.value, ValueError)
+    still_works(rank, size, "numpy")
+
+
+# --------------------------------------------------------------------------
+# init's arguments
+# --------------------------------------------------------------------------
+
+def test_init_takes_dynamic_process_sets(rank, size):
+    hvd.init(process_sets="dynamic")  # already running: idempotent, as Horovod's
+    added = hvd.add_process_set(list(range(size)))
+    try:
+        got = hvd.allreduce(torch.full((2,), float(rank)), op=hvd.Sum, name="compat.dynamic",
+                            process_set=added)
+        expect(torch.equal(got, torch.full((2,), float(sum(range(size))))), f"dynamic: {got}")
+    finally:
+        assert hvd.remove_process_set(added)
+    with pytest.raises(ValueError, match="process_sets='static'"):
+        hvd.init(process_sets="static")
+
+
+# --------------------------------------------------------------------------
+# Objects only cloudpickle serializes
+# --------------------------------------------------------------------------
+
+def test_broadcast_object_takes_lambdas_and_local_classes(rank, size):
+    class Local:
+        def __init__(self, value):
+            self.value = value
+
+    offset = 7
+    sent = (lambda x: x + offset, Local(rank)) if rank == 0 else None
+    function, instance = hvd.broadcast_object(sent, root_rank=0, name="compat.lambda")
+    assert function(1) == 8
+    assert instance.value == 0 and type(instance).__name__ == "Local"
+
+
+def test_allgather_object_takes_lambdas(rank, size):
+    functions = hvd.allgather_object(lambda x, r=rank: x * (r + 1), name="compat.gather")
+    assert [f(2) for f in functions] == [2 * (r + 1) for r in range(size)]
+
+
+# --------------------------------------------------------------------------
+# hvd.elastic
+# --------------------------------------------------------------------------
+
+def test_elastic_says_it_is_missing():
+    with pytest.raises(NotImplementedError, match="herd has no elastic training yet"):
+        hvd.elastic.run
+    with pytest.raises(NotImplementedError, match="TorchState"):
+        hvd.elastic.TorchState
