@@ -18,14 +18,15 @@ import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
-# The scripts, by path from the root: everything under scripts/ and benchmarks/, and the
-# pip install test.
+# The scripts, by path from the root: everything under scripts/ and benchmarks/, the pip
+# install test and the Horovod suite's runner.
 SCRIPTS = sorted(
     [os.path.join(folder, name)
      for folder in ("scripts", "benchmarks", os.path.join("benchmarks", "gpu"))
      for name in os.listdir(os.path.join(ROOT, folder))
      if name.endswith(".sh")]
-    + [os.path.join("tests", "python", "pip_install_test.sh")])
+    + [os.path.join("tests", "python", "pip_install_test.sh"),
+       os.path.join("tests", "compat", "run_horovod_torch_suite.sh")])
 
 # Programs a script could use to change something: each gets a stand-in.
 STAND_INS = [
@@ -35,7 +36,8 @@ STAND_INS = [
 ]
 
 # What the copy holds: the folders with scripts, and sources for format.sh to find.
-COPIED = ["scripts", "benchmarks", os.path.join("tests", "python"), "common", ".clang-format"]
+COPIED = ["scripts", "benchmarks", os.path.join("tests", "python"), os.path.join("tests", "compat"),
+          "common", ".clang-format"]
 
 
 @pytest.fixture(scope="module")

@@ -511,9 +511,12 @@ class _DistributedOptimizer:
     def step(self, closure=None):
         if self._should_synchronize:
             if self._synchronized:
+                # The phrase Horovod warns with, which scripts and tests look for.
                 warnings.warn(
-                    "DistributedOptimizer: step() right after an explicit synchronize() "
-                    "belongs inside `with optimizer.skip_synchronize():`"
+                    "DistributedOptimizer: optimizer.step() called without "
+                    "optimizer.skip_synchronize() right after an explicit synchronize(); the "
+                    "gradients are not reduced again. Put step() inside "
+                    "`with optimizer.skip_synchronize():`"
                 )
                 # The gradients are not reduced a second time (Horovod reduces them again,
                 # which with op=Sum multiplies them by the set's size).
