@@ -285,7 +285,8 @@ def test_step_after_synchronize_warns_and_does_not_reduce_twice(rank, size):
     x, y = batch(0, size, 1)
     mse(model, x[rank, 0], y[rank, 0]).backward()
     optimizer.synchronize()
-    with pytest.warns(UserWarning, match=r"optimizer.step\(\) called without optimizer.skip_synchronize\(\)"):
+    phrase = r"optimizer.step\(\) called without optimizer.skip_synchronize\(\)"
+    with pytest.warns(UserWarning, match=phrase):
         optimizer.step()
     plain = torch.optim.SGD([p for _, p in trainable(reference)], lr=0.1)
     (size * mse(reference, x.reshape(-1, FEATURES), y.reshape(-1, OUTPUTS))).backward()
