@@ -24,6 +24,31 @@ def still_works(rank, size, what):
 
 
 # --------------------------------------------------------------------------
+# The namespace
+# --------------------------------------------------------------------------
+
+# Every public name of horovod.torch 0.28 (its package namespace).
+HOROVOD_TORCH_NAMES = """
+    elastic Compression allgather_object broadcast_object broadcast_optimizer_state
+    broadcast_parameters allreduce allreduce_async allreduce_ allreduce_async_
+    grouped_allreduce grouped_allreduce_async grouped_allreduce_ grouped_allreduce_async_
+    sparse_allreduce_async allgather allgather_async grouped_allgather grouped_allgather_async
+    broadcast broadcast_async broadcast_ broadcast_async_ alltoall alltoall_async reducescatter
+    reducescatter_async grouped_reducescatter grouped_reducescatter_async join barrier poll
+    synchronize init shutdown is_initialized start_timeline stop_timeline size local_size
+    cross_size rank local_rank cross_rank mpi_threads_supported mpi_enabled mpi_built
+    gloo_enabled gloo_built nccl_built ddl_built ccl_built cuda_built rocm_built ProcessSet
+    global_process_set add_process_set remove_process_set Average Sum Adasum Min Max Product
+    HorovodInternalError DistributedOptimizer SyncBatchNorm
+""".split()
+
+
+def test_every_name_of_horovod_torch_is_there():
+    missing = [name for name in HOROVOD_TORCH_NAMES if not hasattr(hvd, name)]
+    assert not missing, missing
+
+
+# --------------------------------------------------------------------------
 # Probes
 # --------------------------------------------------------------------------
 
