@@ -36,8 +36,10 @@ Names: parameter ``n`` of ``named_parameters`` travels as ``allreduce.n``
 (a group as ``grouped_allreduce.<its first parameter's name>.<k>``, a sparse
 gradient as ``allgather.n.indices`` and ``allgather.n.values``); without
 ``named_parameters`` the j-th parameter of the i-th parameter group is named
-``noname.i.j``. Every rank must therefore build the same model and
-parameter groups (it must anyway to train one model).
+``allreduce.noname.i.j`` (Horovod's names, so it travels as
+``allreduce.allreduce.noname.i.j``). ``optimizer._parameter_names`` maps each
+parameter to its name, as in Horovod. Every rank must therefore build the same
+model and parameter groups (it must anyway to train one model).
 """
 
 import collections
@@ -55,10 +57,10 @@ from herd.reduce_ops import Adasum, Average, Sum
 from herd.torch.agreement import describe, report_after_failure
 from herd.torch.compression import Compression
 from herd.torch.mpi_ops import (
-    allgather_async,
     allreduce_async_,
     grouped_allreduce_async_,
     size,
+    sparse_allreduce_async,
     synchronize,
 )
 
@@ -94,7 +96,7 @@ def _parameter_names(param_groups, named_parameters):
     checks them: (name, tensor) tuples, no name twice, no parameter left unnamed."""
     if named_parameters is None:
         return {
-            id(p): f"noname.{i}.{j}"
+            id(p): f"allreduce.noname.{i}.{j}"
             for i, group in enumerate(param_groups)
             for j, p in enumerate(group["params"])
         }
@@ -166,6 +168,9 @@ class _DistributedOptimizer:
     def _herd_setup(self, named_parameters, compression, backward_passes_per_step, op,
                     gradient_predivide_factor, groups, sparse_as_dense, process_set):
         self._herd_names = _parameter_names(self.param_groups, named_parameters)
+        # Horovod's attribute, which scripts and tests read: parameter -> name.
+        self._parameter_names = {p: self._herd_names[id(p)]
+                                 for group in self.param_groups for p in group["params"]}
         self._compression = compression
         self.backward_passes_per_step = int(backward_passes_per_step)
         self.op = op
@@ -339,43 +344,29 @@ class _DistributedOptimizer:
         self._herd_pending.append(finish)
 
     def _herd_submit_sparse(self, p, name, stand_in=False):
-        """Reduces a sparse gradient as Horovod does: every rank's (index, value) pairs are
-        gathered; duplicate indices add up when the optimizer applies the gradient.
-        Returns the function that waits and writes the result back. A stand-in gathers
-        rows one column wider than any rank's, which the ranks disagree on."""
+        """Reduces a sparse gradient with ``sparse_allreduce_async`` (every rank's nonzeros
+        gathered; duplicate indices add up when the optimizer applies the gradient).
+        Returns the function that waits and writes the result back. A stand-in is an empty
+        sparse tensor with one sparse and one dense dimension more than the gradient, so
+        both of its gathers disagree with every other rank's."""
+        grad = p.grad
         if stand_in:
-            grad = p.grad
-            indices = torch.zeros(0, grad.sparse_dim() + 1, dtype=torch.int64)
-            values = torch.zeros((0,) + tuple(grad.shape[grad.sparse_dim():]) + (1,),
-                                 dtype=grad.dtype)
+            sparse_dim = grad.sparse_dim()
+            shape = tuple(grad.shape[:sparse_dim]) + (1,) + tuple(grad.shape[sparse_dim:]) + (1,)
+            tensor = torch.sparse_coo_tensor(
+                torch.zeros(sparse_dim + 1, 0, dtype=torch.int64, device=grad.device),
+                torch.zeros((0,) + shape[sparse_dim + 1:], dtype=grad.dtype,
+                            device=grad.device),
+                shape)
+            op = Sum
         else:
-            if self.op not in (Average, Sum):
-                raise ValueError(
-                    f"DistributedOptimizer: sparse gradients reduce with Average or Sum only, "
-                    f"not {self.op!r}; pass sparse_as_dense=True"
-                )
-            grad = p.grad.coalesce()
-            # allgather concatenates along dimension 0: one row per nonzero.
-            indices = grad.indices().t().contiguous()
-            values = grad.values().contiguous()
-        indices_handle = allgather_async(indices, name=name + ".indices",
-                                         process_set=self.process_set)
-        values_handle = allgather_async(values, name=name + ".values",
-                                        process_set=self.process_set)
-        average = self.op == Average
-        members = self.process_set.size()
+            tensor, op = grad, self.op
+        handle = sparse_allreduce_async(tensor, name=name, op=op, process_set=self.process_set)
 
         def finish():
-            try:
-                gathered_indices = synchronize(indices_handle)
-            finally:
-                gathered_values = synchronize(values_handle)
-            if stand_in:
-                return
-            if average:
-                gathered_values = gathered_values / members
-            _write_back(p, torch.sparse_coo_tensor(gathered_indices.t(), gathered_values,
-                                                   grad.shape))
+            reduced = synchronize(handle)
+            if not stand_in:
+                _write_back(p, reduced)
 
         return finish
 
