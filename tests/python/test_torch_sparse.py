@@ -226,3 +226,26 @@ def test_sparse_gradient_with_op_sum(rank, size):
         for token in tokens[r].tolist():
             expected[token] -= 1.0
     check_tensor(model.weight.detach(), expected, "Sum of sparse gradients")
+
+
+def test_embedding_unused_on_one_rank_after_a_sparse_step(rank, size):
+    """A rank whose gradient is None (zero_grad(set_to_none=True), no backward) in a step
+    after the gradient was sparse gathers no entries; the others' rows still move."""
+    model = embeddings(True)
+    start = model.weight.detach().clone()
+    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=1.0),
+                                         op=hvd.Sum)
+    idle = size - 1
+    tokens, _ = tokens_and_targets(size, 3)
+    expected = start.clone()
+    for step in range(2):
+        optimizer.zero_grad(set_to_none=True)
+        if step == 0 or rank != idle:
+            model(tokens[rank]).sum().backward()
+        optimizer.step()
+        for r in range(size):
+            if step == 0 or r != idle:
+                for token in tokens[r].tolist():
+                    expected[token] -= 1.0
+    check_tensor(model.weight.detach(), expected, "after a step without this rank")
+    expect(model.weight.grad.is_sparse, "the idle rank's gradient became dense")

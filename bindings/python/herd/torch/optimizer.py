@@ -144,6 +144,15 @@ def _make_hook(optimizer_ref, parameter):
     return hook
 
 
+def _empty_sparse(shape, sparse_dim, dtype, device):
+    """A sparse COO tensor of ``shape`` without entries, its first ``sparse_dim``
+    dimensions sparse."""
+    shape = tuple(shape)
+    return torch.sparse_coo_tensor(
+        torch.zeros(sparse_dim, 0, dtype=torch.int64, device=device),
+        torch.zeros((0,) + shape[sparse_dim:], dtype=dtype, device=device), shape)
+
+
 def _write_back(parameter, reduced):
     """Puts the reduced gradient into ``parameter.grad``, keeping the grad tensor itself
     (an in-place reduction of a contiguous, uncompressed gradient is already there)."""
@@ -185,6 +194,7 @@ class _DistributedOptimizer:
         self._herd_groups = []      # tuples of parameters reduced together
         self._herd_group_of = {}    # id(parameter) -> index into _herd_groups
         self._herd_grad_accs = []   # AccumulateGrad nodes: kept alive so their hooks stay
+        self._herd_sparse_dims = {}  # id(parameter) -> sparse_dim of its last sparse gradient
         self._herd_reset_counts()
         # Horovod's rule: nothing to reduce on one rank, or outside the process set.
         self._herd_hooked = process_set.included() and size() > 1
@@ -323,7 +333,13 @@ class _DistributedOptimizer:
 
     def _herd_submit_one(self, p, stand_in=False):
         name = self._herd_names[id(p)]  # mpi_ops submits it as "allreduce.<name>"
+        if p.grad is None and not stand_in and id(p) in self._herd_sparse_dims:
+            # Unused on this rank, sparse where used: the other ranks gather its nonzeros,
+            # which dense zeros would not meet, so this rank gathers none.
+            p.grad = _empty_sparse(p.shape, self._herd_sparse_dims[id(p)], p.dtype, p.device)
         if p.grad is not None and p.grad.is_sparse and not self.sparse_as_dense:
+            if not stand_in:
+                self._herd_sparse_dims[id(p)] = p.grad.sparse_dim()
             self._herd_pending.append(self._herd_submit_sparse(p, name, stand_in))
             self._herd_submitted.add(id(p))
             return
@@ -353,12 +369,7 @@ class _DistributedOptimizer:
         if stand_in:
             sparse_dim = grad.sparse_dim()
             shape = tuple(grad.shape[:sparse_dim]) + (1,) + tuple(grad.shape[sparse_dim:]) + (1,)
-            tensor = torch.sparse_coo_tensor(
-                torch.zeros(sparse_dim + 1, 0, dtype=torch.int64, device=grad.device),
-                torch.zeros((0,) + shape[sparse_dim + 1:], dtype=grad.dtype,
-                            device=grad.device),
-                shape)
-            op = Sum
+            tensor, op = _empty_sparse(shape, sparse_dim + 1, grad.dtype, grad.device), Sum
         else:
             tensor, op = grad, self.op
         handle = sparse_allreduce_async(tensor, name=name, op=op, process_set=self.process_set)
