@@ -399,3 +399,52 @@ def test_mixed_cpu_and_gpu_tensors(device, rank, size):
     result = hvd.synchronize(cpu)
     expect(result.device.type == "cpu" and torch.equal(result, expected), "CPU tensor")
     check(hvd.synchronize(gpu), expected, device, "GPU tensor")
+
+
+def test_sparse_allreduce_on_the_device(device, rank, size):
+    """A CUDA sparse tensor: the ranks' coalesced entries, concatenated in rank order, on the
+    input's GPU (Average divides the values by the size)."""
+
+    def entries(r):
+        indices = torch.tensor([[r % 4, (r + 2) % 4], [0, 1]])
+        return torch.sparse_coo_tensor(indices, torch.tensor([r + 1.0, 2.0 * r + 1.0]), (4, 2))
+
+    result = hvd.sparse_allreduce_async(entries(rank).to(device), "gpu.sparse", hvd.Average)()
+    expect(result.is_sparse and result.device == device, f"result {result.layout} on "
+                                                         f"{result.device}")
+    parts = [entries(r).coalesce() for r in range(size)]
+    check(result._indices(), torch.cat([p.indices() for p in parts], dim=1), device,
+          "sparse indices")
+    check(result._values(), torch.cat([p.values() for p in parts]) / size, device,
+          "sparse values")
+
+
+def test_sync_batch_norm_on_the_device(device, rank, size):
+    """SyncBatchNorm on CUDA float64 tensors against BatchNorm2d on the CPU over the
+    concatenated batch: output, running statistics, input gradient, summed weight gradient."""
+    generator = torch.Generator().manual_seed(31)
+    batches = [torch.randn(r + 1, 3, 2, 2, generator=generator, dtype=torch.float64)
+               for r in range(size)]
+    g = torch.randn(sum(b.shape[0] for b in batches), 3, 2, 2, generator=generator,
+                    dtype=torch.float64)
+    start = sum(b.shape[0] for b in batches[:rank])
+    rows = slice(start, start + batches[rank].shape[0])
+    sync = hvd.SyncBatchNorm(3).double().to(device)
+    plain = torch.nn.BatchNorm2d(3).double()
+    x = batches[rank].to(device, copy=True).requires_grad_()
+    everything = torch.cat(batches).requires_grad_()
+    out = sync(x)
+    expected = plain(everything)
+    (out * g[rows].to(device)).sum().backward()
+    (expected * g).sum().backward()
+    tolerance = dict(rtol=1e-10, atol=1e-12)
+    for what, actual, want in [("output", out, expected[rows]),
+                               ("running_mean", sync.running_mean, plain.running_mean),
+                               ("running_var", sync.running_var, plain.running_var),
+                               ("input gradient", x.grad, everything.grad[rows])]:
+        expect(actual.device == device, f"{what} on {actual.device}")
+        expect(torch.allclose(actual.detach().cpu(), want.detach(), **tolerance),
+               f"SyncBatchNorm {what}")
+    weight_grad = hvd.allreduce(sync.weight.grad, op=hvd.Sum, name="gpu.sbn.weight")
+    expect(torch.allclose(weight_grad.cpu(), plain.weight.grad, **tolerance),
+           "SyncBatchNorm summed weight gradient")

@@ -476,8 +476,9 @@ def test_broadcast_object_default_name_with_none_elsewhere(rank, size):
 
 
 def test_optimizer_sparse_submission_refused_on_one_rank(shared_dir, rank, size, monkeypatch):
-    """A sparse gradient (set by hand, so step() submits it) whose first gather is refused
-    on one rank: the stand-ins gather rows of another width, and every rank raises."""
+    """A sparse gradient (set by hand, so step() submits it) whose sparse allreduce is
+    refused on one rank: the stand-in gathers rows of another width, and every rank
+    raises."""
     bad = 0
     weight = torch.nn.Parameter(torch.zeros(4, 2, dtype=torch.float64))
 
@@ -486,28 +487,29 @@ def test_optimizer_sparse_submission_refused_on_one_rank(shared_dir, rank, size,
         return torch.sparse_coo_tensor([[row]], torch.full((1, 2), float(rank + 1),
                                                            dtype=torch.float64), (4, 2))
 
-    gathers = []
-    real_allgather_async = herd.torch.optimizer.allgather_async
+    submissions = []
+    real_sparse_allreduce_async = herd.torch.optimizer.sparse_allreduce_async
 
-    def refuses_the_first(tensor, name=None, process_set=hvd.global_process_set):
-        gathers.append(name)
-        if len(gathers) == 1:
-            raise RuntimeError(f"gather of {name} refused here")
-        return real_allgather_async(tensor, name=name, process_set=process_set)
+    def refuses_the_first(tensor, name, op, process_set=hvd.global_process_set):
+        submissions.append((name, tensor.sparse_dim(), tensor.dim()))
+        if len(submissions) == 1:
+            raise RuntimeError(f"sparse allreduce of {name} refused here")
+        return real_sparse_allreduce_async(tensor, name, op, process_set=process_set)
 
     if rank == bad:
-        monkeypatch.setattr(herd.torch.optimizer, "allgather_async", refuses_the_first)
+        monkeypatch.setattr(herd.torch.optimizer, "sparse_allreduce_async", refuses_the_first)
     optimizer = hvd.DistributedOptimizer(torch.optim.SGD([weight], lr=1.0),
                                          named_parameters=[("embedding", weight)])
     weight.grad = sparse_gradient()
     records = record_failure(shared_dir, optimizer.step)
     check_records(records, {bad}, lambda r: ("RuntimeError",
-                                             "gather of embedding.indices refused here"),
+                                             "sparse allreduce of embedding refused here"),
                   lambda recs: "herd.torch.DistributedOptimizer.synchronize "
                                "'DistributedOptimizer.gradients', submit: "
                                f"{failed_ranks_text(recs, {bad})}")
     if rank == bad:
-        assert gathers == ["embedding.indices", "embedding.indices", "embedding.values"]
+        # The refused gradient, then the stand-in: one sparse and one dense dimension more.
+        assert submissions == [("embedding", 1, 2), ("embedding", 2, 4)]
     monkeypatch.undo()
 
     # Without the fault: the average of the ranks' sparse gradients, applied once.

@@ -496,6 +496,55 @@ def test_unnamed_parameters_get_deterministic_names(rank, size):
     assert_matches(model, reference)
 
 
+def test_parameter_names_without_and_with_named_parameters(rank, size):
+    """``_parameter_names`` maps each parameter to its name: Horovod's
+    ``allreduce.noname.<group>.<index>`` without named_parameters, the given names with."""
+    model = Net(13)
+    groups = [{"params": [model.fc1.weight, model.fc1.bias]},
+              {"params": [model.fc2.weight, model.fc2.bias, model.extra.weight]}]
+    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(groups, lr=0.1))
+    expected = {model.fc1.weight: "allreduce.noname.0.0", model.fc1.bias: "allreduce.noname.0.1",
+                model.fc2.weight: "allreduce.noname.1.0", model.fc2.bias: "allreduce.noname.1.1",
+                model.extra.weight: "allreduce.noname.1.2"}
+    assert optimizer._parameter_names == expected
+    assert hvd.allgather_object(sorted(optimizer._parameter_names.values()),
+                                name="parameter_names") == [sorted(expected.values())] * size
+
+    named = hvd.DistributedOptimizer(sgd(model.parameters()),
+                                     named_parameters=model.named_parameters())
+    assert named._parameter_names == {p: n for n, p in model.named_parameters()}
+
+
+def test_unnamed_sparse_and_dense_parameters_train_together(rank, size):
+    """An embedding (sparse gradient) and a linear layer in one unnamed optimizer: every
+    rank names them alike, and the step matches the single-process one on all tokens."""
+
+    def build():
+        torch.manual_seed(21)
+        return (torch.nn.Embedding(6, FEATURES, sparse=True).double(),
+                torch.nn.Linear(FEATURES, 1).double())
+
+    (embedding, head), (ref_embedding, ref_head) = build(), build()
+    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(
+        list(embedding.parameters()) + list(head.parameters()), lr=0.3))
+    plain = torch.optim.SGD(list(ref_embedding.parameters()) + list(ref_head.parameters()),
+                            lr=0.3)
+    generator = torch.Generator().manual_seed(8)
+    tokens = torch.randint(0, 6, (size, 4), generator=generator)
+    targets = torch.randn(size, 4, 1, generator=generator, dtype=torch.float64)
+    for _ in range(2):
+        optimizer.zero_grad()
+        mse_loss = torch.nn.functional.mse_loss
+        mse_loss(head(embedding(tokens[rank])), targets[rank]).backward()
+        optimizer.step()
+        plain.zero_grad()
+        mse_loss(ref_head(ref_embedding(tokens.reshape(-1))), targets.reshape(-1, 1)).backward()
+        plain.step()
+    torch.testing.assert_close(embedding.weight.detach(), ref_embedding.weight.detach(),
+                               **TIGHT)
+    assert_matches(head, ref_head)
+
+
 def test_drop_in_horovod_script(rank, size):
     """A training loop written exactly as for horovod.torch, with herd.torch as hvd."""
     import herd.torch as hvd  # noqa: F811 -- as the script would

@@ -16,10 +16,12 @@ from herd.torch.functions import (
 from herd.torch.mpi_ops import *  # noqa: F401,F403 -- the horovod.torch namespace
 from herd.torch.mpi_ops import __all__ as _mpi_ops_all
 from herd.torch.optimizer import DistributedOptimizer
+from herd.torch.sync_batch_norm import SyncBatchNorm
 
 __all__ = list(_mpi_ops_all) + [
     "Compression",
     "DistributedOptimizer",
+    "SyncBatchNorm",
     "elastic",
     "allgather_object",
     "broadcast_object",

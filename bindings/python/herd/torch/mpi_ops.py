@@ -78,6 +78,7 @@ __all__ = [
     "grouped_allreduce", "grouped_allreduce_", "grouped_allreduce_async",
     "grouped_allreduce_async_",
     "allgather", "allgather_async", "grouped_allgather", "grouped_allgather_async",
+    "sparse_allreduce_async",
     "broadcast", "broadcast_", "broadcast_async", "broadcast_async_",
     "alltoall", "alltoall_async",
     "reducescatter", "reducescatter_async", "grouped_reducescatter",
@@ -492,6 +493,67 @@ class HorovodGroupedAllgather(torch.autograd.Function):
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
     """Allgathers each tensor of the list; returns a list (differentiable)."""
     return list(HorovodGroupedAllgather.apply(name, process_set, *tensors))
+
+
+# --------------------------------------------------------------------------
+# Sparse allreduce
+# --------------------------------------------------------------------------
+
+class CallableHandle(int):
+    """The handle of ``sparse_allreduce_async``: an integer handle, as every other, that is
+    also callable, since Horovod's sparse_allreduce_async returns a function to call for the
+    result. ``handle()`` is ``synchronize(handle)``."""
+
+    __slots__ = ()
+
+    def __call__(self):
+        return synchronize(self)
+
+
+def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
+    """Reduces a sparse COO ``tensor`` across ``process_set`` as Horovod does: the ranks'
+    nonzeros are allgathered, indices under ``<name>.indices`` and values under
+    ``<name>.values``. Returns a handle (``synchronize(handle)`` or ``handle()``) that gives
+    a sparse tensor of ``tensor``'s shape holding every rank's entries, concatenated in rank
+    order and left uncoalesced (an index that several ranks hold appears once per rank;
+    ``coalesce()`` adds them up). Each rank's tensor is coalesced before it travels.
+    ``op`` is Sum or Average (the values divided by the set's size); Average takes
+    floating-point values only. ``name=None`` numbers the two gathers as unnamed ones."""
+    caller = "herd.torch.sparse_allreduce_async"
+    if not isinstance(tensor, torch.Tensor) or tensor.layout != torch.sparse_coo:
+        got = tensor.layout if isinstance(tensor, torch.Tensor) else type(tensor).__name__
+        raise ValueError(f"{caller}: expected a sparse COO tensor, got {got}; reduce a dense "
+                         "tensor with allreduce_async")
+    op = resolve_op(op, None, caller)
+    if op != Sum and op != Average:
+        raise ValueError(f"{caller}: a sparse tensor is reduced with Sum or Average, not {op!r}")
+    if op == Average and not (tensor.is_floating_point() or tensor.is_complex()):
+        raise ValueError(f"{caller}: op=Average divides the values, which are {tensor.dtype}; "
+                         "use op=Sum for integer values")
+    coalesced = tensor.detach().coalesce()
+    # allgather concatenates along dimension 0, so indices travel one row per nonzero.
+    indices = coalesced.indices().t().contiguous()
+    values = coalesced.values().contiguous()
+    _wire_dtype(indices, caller, reduces=False)
+    _wire_dtype(values, caller, reduces=False)
+    members = _set_or_global(process_set).size()
+    parts = [(indices, None if name is None else f"{name}.indices"),
+             (values, None if name is None else f"{name}.values")]
+    group = _submit_group(
+        [lambda data=data, part=part: _allgather_submit(
+            data, *_target("allgather", part, process_set, caller), caller)
+         for data, part in parts],
+        (indices, values))
+
+    def finish(done):
+        gathered_indices, gathered_values = (
+            _from_result(native.result(), data.dtype)
+            for native, (data, _) in zip(done.natives, parts))
+        if op == Average:
+            gathered_values = gathered_values / members
+        return torch.sparse_coo_tensor(gathered_indices.t(), gathered_values, tensor.shape)
+
+    return CallableHandle(table.add(group, (indices, values), finish))
 
 
 # --------------------------------------------------------------------------

@@ -36,8 +36,10 @@ Names: parameter ``n`` of ``named_parameters`` travels as ``allreduce.n``
 (a group as ``grouped_allreduce.<its first parameter's name>.<k>``, a sparse
 gradient as ``allgather.n.indices`` and ``allgather.n.values``); without
 ``named_parameters`` the j-th parameter of the i-th parameter group is named
-``noname.i.j``. Every rank must therefore build the same model and
-parameter groups (it must anyway to train one model).
+``allreduce.noname.i.j`` (Horovod's names, so it travels as
+``allreduce.allreduce.noname.i.j``). ``optimizer._parameter_names`` maps each
+parameter to its name, as in Horovod. Every rank must therefore build the same
+model and parameter groups (it must anyway to train one model).
 """
 
 import collections
@@ -55,10 +57,10 @@ from herd.reduce_ops import Adasum, Average, Sum
 from herd.torch.agreement import describe, report_after_failure
 from herd.torch.compression import Compression
 from herd.torch.mpi_ops import (
-    allgather_async,
     allreduce_async_,
     grouped_allreduce_async_,
     size,
+    sparse_allreduce_async,
     synchronize,
 )
 
@@ -94,7 +96,7 @@ def _parameter_names(param_groups, named_parameters):
     checks them: (name, tensor) tuples, no name twice, no parameter left unnamed."""
     if named_parameters is None:
         return {
-            id(p): f"noname.{i}.{j}"
+            id(p): f"allreduce.noname.{i}.{j}"
             for i, group in enumerate(param_groups)
             for j, p in enumerate(group["params"])
         }
@@ -142,6 +144,15 @@ def _make_hook(optimizer_ref, parameter):
     return hook
 
 
+def _empty_sparse(shape, sparse_dim, dtype, device):
+    """A sparse COO tensor of ``shape`` without entries, its first ``sparse_dim``
+    dimensions sparse."""
+    shape = tuple(shape)
+    return torch.sparse_coo_tensor(
+        torch.zeros(sparse_dim, 0, dtype=torch.int64, device=device),
+        torch.zeros((0,) + shape[sparse_dim:], dtype=dtype, device=device), shape)
+
+
 def _write_back(parameter, reduced):
     """Puts the reduced gradient into ``parameter.grad``, keeping the grad tensor itself
     (an in-place reduction of a contiguous, uncompressed gradient is already there)."""
@@ -166,6 +177,9 @@ class _DistributedOptimizer:
     def _herd_setup(self, named_parameters, compression, backward_passes_per_step, op,
                     gradient_predivide_factor, groups, sparse_as_dense, process_set):
         self._herd_names = _parameter_names(self.param_groups, named_parameters)
+        # Horovod's attribute, which scripts and tests read: parameter -> name.
+        self._parameter_names = {p: self._herd_names[id(p)]
+                                 for group in self.param_groups for p in group["params"]}
         self._compression = compression
         self.backward_passes_per_step = int(backward_passes_per_step)
         self.op = op
@@ -180,6 +194,7 @@ class _DistributedOptimizer:
         self._herd_groups = []      # tuples of parameters reduced together
         self._herd_group_of = {}    # id(parameter) -> index into _herd_groups
         self._herd_grad_accs = []   # AccumulateGrad nodes: kept alive so their hooks stay
+        self._herd_sparse_dims = {}  # id(parameter) -> sparse_dim of its last sparse gradient
         self._herd_reset_counts()
         # Horovod's rule: nothing to reduce on one rank, or outside the process set.
         self._herd_hooked = process_set.included() and size() > 1
@@ -318,7 +333,13 @@ class _DistributedOptimizer:
 
     def _herd_submit_one(self, p, stand_in=False):
         name = self._herd_names[id(p)]  # mpi_ops submits it as "allreduce.<name>"
+        if p.grad is None and not stand_in and id(p) in self._herd_sparse_dims:
+            # Unused on this rank, sparse where used: the other ranks gather its nonzeros,
+            # which dense zeros would not meet, so this rank gathers none.
+            p.grad = _empty_sparse(p.shape, self._herd_sparse_dims[id(p)], p.dtype, p.device)
         if p.grad is not None and p.grad.is_sparse and not self.sparse_as_dense:
+            if not stand_in:
+                self._herd_sparse_dims[id(p)] = p.grad.sparse_dim()
             self._herd_pending.append(self._herd_submit_sparse(p, name, stand_in))
             self._herd_submitted.add(id(p))
             return
@@ -339,43 +360,24 @@ class _DistributedOptimizer:
         self._herd_pending.append(finish)
 
     def _herd_submit_sparse(self, p, name, stand_in=False):
-        """Reduces a sparse gradient as Horovod does: every rank's (index, value) pairs are
-        gathered; duplicate indices add up when the optimizer applies the gradient.
-        Returns the function that waits and writes the result back. A stand-in gathers
-        rows one column wider than any rank's, which the ranks disagree on."""
+        """Reduces a sparse gradient with ``sparse_allreduce_async`` (every rank's nonzeros
+        gathered; duplicate indices add up when the optimizer applies the gradient).
+        Returns the function that waits and writes the result back. A stand-in is an empty
+        sparse tensor with one sparse and one dense dimension more than the gradient, so
+        both of its gathers disagree with every other rank's."""
+        grad = p.grad
         if stand_in:
-            grad = p.grad
-            indices = torch.zeros(0, grad.sparse_dim() + 1, dtype=torch.int64)
-            values = torch.zeros((0,) + tuple(grad.shape[grad.sparse_dim():]) + (1,),
-                                 dtype=grad.dtype)
+            sparse_dim = grad.sparse_dim()
+            shape = tuple(grad.shape[:sparse_dim]) + (1,) + tuple(grad.shape[sparse_dim:]) + (1,)
+            tensor, op = _empty_sparse(shape, sparse_dim + 1, grad.dtype, grad.device), Sum
         else:
-            if self.op not in (Average, Sum):
-                raise ValueError(
-                    f"DistributedOptimizer: sparse gradients reduce with Average or Sum only, "
-                    f"not {self.op!r}; pass sparse_as_dense=True"
-                )
-            grad = p.grad.coalesce()
-            # allgather concatenates along dimension 0: one row per nonzero.
-            indices = grad.indices().t().contiguous()
-            values = grad.values().contiguous()
-        indices_handle = allgather_async(indices, name=name + ".indices",
-                                         process_set=self.process_set)
-        values_handle = allgather_async(values, name=name + ".values",
-                                        process_set=self.process_set)
-        average = self.op == Average
-        members = self.process_set.size()
+            tensor, op = grad, self.op
+        handle = sparse_allreduce_async(tensor, name=name, op=op, process_set=self.process_set)
 
         def finish():
-            try:
-                gathered_indices = synchronize(indices_handle)
-            finally:
-                gathered_values = synchronize(values_handle)
-            if stand_in:
-                return
-            if average:
-                gathered_values = gathered_values / members
-            _write_back(p, torch.sparse_coo_tensor(gathered_indices.t(), gathered_values,
-                                                   grad.shape))
+            reduced = synchronize(handle)
+            if not stand_in:
+                _write_back(p, reduced)
 
         return finish
 
