@@ -3,8 +3,10 @@
 // Each setting is one row of kSettings: its variable, default text, the
 // sentence docs/configuration.md shows, and the parser that stores it into
 // Config. read_config and setting_docs both walk that one table, so a setting
-// cannot be read without also being documented. Called from herd::init on the
-// application thread, once, before MPI starts.
+// cannot be read without also being documented. Other frameworks' names for
+// a setting (Horovod's HOROVOD_* among them) are the table kAliases, the
+// HOROVOD_* variables herd cannot honour the table kUnhonoured. Called from
+// herd::init on the application thread, once, before MPI starts.
 #include "src/config.h"
 
 #include <algorithm>
