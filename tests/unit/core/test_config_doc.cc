@@ -211,7 +211,7 @@ std::vector<std::pair<std::string, std::string>> horovod_rows(const std::string&
   std::string line;
   bool in_section = false;
   while (std::getline(lines, line)) {
-    if (line.rfind("## ", 0) == 0) in_section = line == "## Horovod's variables";
+    if (line.rfind("## ", 0) == 0) in_section = line == "## Horovod variables";
     if (!in_section || line.rfind("| `HOROVOD_", 0) != 0) continue;
     const std::size_t second = line.find('|', 1);
     const std::size_t third = line.find('|', second + 1);
