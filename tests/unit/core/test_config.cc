@@ -266,23 +266,6 @@ TEST_CASE("config: HERD_NUM_SERVERS and its alias DMLC_NUM_SERVER", "[config]") 
   }
 }
 
-TEST_CASE("config: HERD_KVSTORE_BIGARRAY_BOUND and its alias", "[config]") {
-  Config config;
-  CHECK(config.kvstore_bigarray_bound == 1000000);
-  REQUIRE(read({{"HERD_KVSTORE_BIGARRAY_BOUND", "1"}}, &config).is_ok());
-  CHECK(config.kvstore_bigarray_bound == 1);
-  REQUIRE(read({{"MXNET_KVSTORE_BIGARRAY_BOUND", "400"}}, &config).is_ok());
-  CHECK(config.kvstore_bigarray_bound == 400);
-  REQUIRE(
-      read({{"HERD_KVSTORE_BIGARRAY_BOUND", "7"}, {"MXNET_KVSTORE_BIGARRAY_BOUND", "400"}}, &config)
-          .is_ok());
-  CHECK(config.kvstore_bigarray_bound == 7);
-  for (const char* bad : {"0", "-5", "1e6", ""}) {
-    check_rejected("HERD_KVSTORE_BIGARRAY_BOUND", bad, "a positive integer (elements)");
-    check_rejected("MXNET_KVSTORE_BIGARRAY_BOUND", bad, "a positive integer (elements)");
-  }
-}
-
 namespace {
 
 // read_config's result, the fields it changed and its notes.
@@ -649,6 +632,23 @@ TEST_CASE("config: an alias of a setting compared across ranks is compared as th
   CHECK(values.at("HERD_CACHE_CAPACITY") == 13);
   CHECK(values.at("HERD_GPU_ALLREDUCE") == static_cast<int64_t>(GpuAllreduce::kMpi));
   CHECK(values.at("HERD_HIERARCHICAL_ALLREDUCE") == 1);
+}
+
+TEST_CASE("config: HERD_KVSTORE_BIGARRAY_BOUND and its alias", "[config]") {
+  Config config;
+  CHECK(config.kvstore_bigarray_bound == 1000000);
+  REQUIRE(read({{"HERD_KVSTORE_BIGARRAY_BOUND", "1"}}, &config).is_ok());
+  CHECK(config.kvstore_bigarray_bound == 1);
+  REQUIRE(read({{"MXNET_KVSTORE_BIGARRAY_BOUND", "400"}}, &config).is_ok());
+  CHECK(config.kvstore_bigarray_bound == 400);
+  REQUIRE(
+      read({{"HERD_KVSTORE_BIGARRAY_BOUND", "7"}, {"MXNET_KVSTORE_BIGARRAY_BOUND", "400"}}, &config)
+          .is_ok());
+  CHECK(config.kvstore_bigarray_bound == 7);
+  for (const char* bad : {"0", "-5", "1e6", ""}) {
+    check_rejected("HERD_KVSTORE_BIGARRAY_BOUND", bad, "a positive integer (elements)");
+    check_rejected("MXNET_KVSTORE_BIGARRAY_BOUND", bad, "a positive integer (elements)");
+  }
 }
 
 TEST_CASE("config: several bad values are reported together", "[config]") {
