@@ -3,6 +3,8 @@
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -60,9 +62,13 @@ void init() {
   // A bad value does not throw here: every rank must fail, not this one
   // alone, so Runtime::start exchanges the ranks' results once MPI runs
   // (config keeps its defaults meanwhile).
-  const Status read = detail::read_config(detail::process_environment(), &config);
-  std::unique_ptr<detail::Runtime> runtime = detail::Runtime::start(
-      config, read, detail::unknown_variable_warnings(detail::herd_variables_in_environment()));
+  detail::ConfigNotes notes;
+  const Status read = detail::read_config(detail::process_environment(), &config, &notes);
+  std::vector<std::string> warnings =
+      detail::unknown_variable_warnings(detail::herd_variables_in_environment());
+  warnings.insert(warnings.end(), notes.warnings.begin(), notes.warnings.end());
+  std::unique_ptr<detail::Runtime> runtime =
+      detail::Runtime::start(config, read, warnings, notes.choices);
   if (runtime->is_server()) {
     // A parameter server serves until the workers are done, then the
     // process ends: nothing of herd is left for the program to call.

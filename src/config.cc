@@ -3,8 +3,10 @@
 // Each setting is one row of kSettings: its variable, default text, the
 // sentence docs/configuration.md shows, and the parser that stores it into
 // Config. read_config and setting_docs both walk that one table, so a setting
-// cannot be read without also being documented. Called from herd::init on the
-// application thread, once, before MPI starts.
+// cannot be read without also being documented. Other frameworks' names for
+// a setting (Horovod's HOROVOD_* among them) are the table kAliases, the
+// HOROVOD_* variables herd cannot honour the table kUnhonoured. Called from
+// herd::init on the application thread, once, before MPI starts.
 #include "src/config.h"
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include <optional>
 #include <string_view>
 #include <system_error>
+#include <utility>
 
 #include <unistd.h>
 
@@ -429,6 +432,191 @@ constexpr std::array<const char*, 45> kToolVariables = {{
     "HERD_WEIGHT_DECAY",
 }};
 
+// Aliases: variables of other frameworks that stand for a setting, so that
+// their jobs run unchanged. An alias's value is turned into the setting's
+// spelling and checked by the setting's parser under the alias's name. The
+// units are herd's already: Horovod's fusion threshold is in bytes, its
+// cycle time in milliseconds and its stall times in seconds.
+
+// Sets *setting_text to the setting's spelling of an alias's `text`, or to
+// nullopt when the value asks for nothing (the setting keeps its value).
+using Conversion = Status (*)(const char* variable, std::string_view text,
+                              std::optional<std::string>* setting_text);
+
+Status same_spelling(const char* /*variable*/, std::string_view text,
+                     std::optional<std::string>* setting_text) {
+  *setting_text = std::string(text);
+  return Status::ok();
+}
+
+// Horovod's levels, in any letter case. FATAL, which Horovod logs only as it
+// aborts, is herd's error, the most severe level that still shows failures.
+Status horovod_log_level(const char* variable, std::string_view text,
+                         std::optional<std::string>* setting_text) {
+  const std::string lower = lowercase(text);
+  if (lower == "fatal") {
+    *setting_text = "error";
+    return Status::ok();
+  }
+  for (const char* level : {"trace", "debug", "info", "warning", "error"}) {
+    if (lower == level) {
+      *setting_text = lower;
+      return Status::ok();
+    }
+  }
+  return bad_value(variable, text, "one of trace, debug, info, warning, error, fatal");
+}
+
+// HOROVOD_STALL_CHECK_DISABLE=1 turns Horovod's stall inspector off, which
+// both warns and shuts a stalled job down; 0 leaves both as they are.
+Status stall_check_disable(const char* variable, std::string_view text,
+                           std::optional<std::string>* setting_text) {
+  if (text == "1") {
+    *setting_text = "0";
+  } else if (text == "0") {
+    setting_text->reset();
+  } else {
+    return bad_value(variable, text, "0 or 1");
+  }
+  return Status::ok();
+}
+
+// HOROVOD_TIMELINE=DYNAMIC opens no file at init (the program starts the
+// timeline later through the API); any other value names the file.
+Status horovod_timeline(const char* variable, std::string_view text,
+                        std::optional<std::string>* setting_text) {
+  if (text == "DYNAMIC") {
+    setting_text->reset();
+    return Status::ok();
+  }
+  return same_spelling(variable, text, setting_text);
+}
+
+struct Alias {
+  const char* setting;   // the HERD_* variable it stands for
+  const char* variable;  // the alias
+  Conversion convert;
+};
+
+// Read only while the setting's own variable is unset; of a setting's
+// aliases the first one set that gives a value wins (HOROVOD_GPU_ALLREDUCE
+// before HOROVOD_GPU_OPERATIONS, as Horovod's build lets the collective's
+// own variable override the one for all; HOROVOD_STALL_CHECK_DISABLE=1 before
+// the times, as Horovod then checks nothing). An alias of a setting this
+// build lacks is not read. The Setting::alias column comes before these.
+const std::array<Alias, 13> kAliases = {{
+    {"HERD_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD", &same_spelling},
+    {"HERD_CYCLE_TIME", "HOROVOD_CYCLE_TIME", &same_spelling},
+    {"HERD_CACHE_CAPACITY", "HOROVOD_CACHE_CAPACITY", &same_spelling},
+    {"HERD_LOG_LEVEL", "HOROVOD_LOG_LEVEL", &horovod_log_level},
+    {"HERD_STALL_CHECK_TIME", "HOROVOD_STALL_CHECK_DISABLE", &stall_check_disable},
+    {"HERD_STALL_CHECK_TIME", "HOROVOD_STALL_CHECK_TIME_SECONDS", &same_spelling},
+    {"HERD_STALL_SHUTDOWN_TIME", "HOROVOD_STALL_CHECK_DISABLE", &stall_check_disable},
+    {"HERD_STALL_SHUTDOWN_TIME", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", &same_spelling},
+    {"HERD_GPU_ALLREDUCE", "HOROVOD_GPU_ALLREDUCE", &same_spelling},
+    {"HERD_GPU_ALLREDUCE", "HOROVOD_GPU_OPERATIONS", &same_spelling},
+    {"HERD_HIERARCHICAL_ALLREDUCE", "HOROVOD_HIERARCHICAL_ALLREDUCE", &same_spelling},
+    {"HERD_TIMELINE", "HOROVOD_TIMELINE", &horovod_timeline},
+    {"HERD_TIMELINE_MARK_CYCLES", "HOROVOD_TIMELINE_MARK_CYCLES", &same_spelling},
+}};
+
+// HOROVOD_* variables that ask for something herd does not do. A value in
+// `herd_does_anyway` ('|' between values, any letter case) asks for what
+// herd does regardless and draws no warning; any other value draws
+// "<variable>='<value>' is ignored: <why>". The other HOROVOD_* names are
+// ignored without a word: Horovod's build and launcher settings, the
+// launcher's plumbing, and names programs use for their own ends (Horovod's
+// tests set HOROVOD_TEST_GPU); docs/configuration.md lists them all.
+struct UnhonouredVariable {
+  const char* variable;
+  const char* herd_does_anyway;
+  const char* why;
+};
+
+constexpr char kNoAutotuning[] =
+    "herd has no autotuning; set HERD_FUSION_THRESHOLD and HERD_CYCLE_TIME instead";
+
+const std::array<UnhonouredVariable, 25> kUnhonoured = {{
+    {"HOROVOD_AUTOTUNE", "0", kNoAutotuning},
+    {"HOROVOD_AUTOTUNE_LOG", "", kNoAutotuning},
+    {"HOROVOD_AUTOTUNE_WARMUP_SAMPLES", "", kNoAutotuning},
+    {"HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "", kNoAutotuning},
+    {"HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "", kNoAutotuning},
+    {"HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "", kNoAutotuning},
+    {"HOROVOD_CONTROLLER", "mpi", "herd's ranks coordinate over MPI only; it has no Gloo"},
+    {"HOROVOD_CPU_OPERATIONS", "mpi",
+     "herd runs CPU collectives over MPI and shared memory only; it has neither Gloo nor oneCCL"},
+    {"HOROVOD_CCL_CACHE", "", "herd has no oneCCL"},
+    {"HOROVOD_GLOO_IFACE", "",
+     "herd has no Gloo; MPI picks the network (Open MPI: --mca btl_tcp_if_include)"},
+    {"HOROVOD_GLOO_TIMEOUT_SECONDS", "",
+     "herd has no Gloo; HERD_COLLECTIVE_TIMEOUT bounds a collective that makes no progress"},
+    {"HOROVOD_RANK", "",
+     "herd takes the ranks from MPI; processes started without MPI (horovodrun --gloo, Ray, "
+     "Spark) are jobs of one rank each: start the job with mpirun"},
+    {"HOROVOD_SIZE", "",
+     "herd takes the ranks from MPI; processes started without MPI (horovodrun --gloo, Ray, "
+     "Spark) are jobs of one rank each: start the job with mpirun"},
+    {"HOROVOD_MPI_THREADS_DISABLE", "0", "herd's background thread needs MPI_THREAD_MULTIPLE"},
+    {"HOROVOD_HIERARCHICAL_ALLGATHER", "0", "herd has no hierarchical allgather"},
+    {"HOROVOD_TORUS_ALLREDUCE", "0",
+     "herd has no torus allreduce; HERD_HIERARCHICAL_ALLREDUCE is the nearest"},
+    {"HOROVOD_BATCH_D2D_MEMCOPIES", "1",
+     "herd always packs a GPU fusion buffer with one batched copy kernel"},
+    {"HOROVOD_NUM_NCCL_STREAMS", "1", "herd runs a process set's GPU collectives on one stream"},
+    {"HOROVOD_THREAD_AFFINITY", "", "herd does not pin its threads to cores"},
+    {"HOROVOD_DISABLE_GROUP_FUSION", "0",
+     "herd fuses the tensors of a group with other tensors like any others"},
+    {"HOROVOD_DISABLE_NVTX_RANGES", "1", "herd emits no NVTX ranges"},
+    {"HOROVOD_ENABLE_XLA_OPS", "0", "herd has no TensorFlow XLA operations"},
+    {"HOROVOD_ADASUM_MPI_CHUNK_SIZE", "", "herd's Adasum has no chunk size to set"},
+    {"HOROVOD_ELASTIC", "0", "herd has no elastic training"},
+    {"HOROVOD_LOG_HIDE_TIME", "1", "herd's log lines carry no time"},
+}};
+
+// Horovod's build picks NCCL or MPI for each GPU collective; herd picks one
+// way for all of them (HERD_GPU_ALLREDUCE), so these warn only when they ask
+// for the other way.
+constexpr std::array<const char*, 4> kPerCollectiveGpuVariables = {{
+    "HOROVOD_GPU_ALLGATHER",
+    "HOROVOD_GPU_BROADCAST",
+    "HOROVOD_GPU_ALLTOALL",
+    "HOROVOD_GPU_REDUCESCATTER",
+}};
+
+// Whether `text` is one of the '|'-separated `values`, in any letter case.
+bool is_one_of(std::string_view text, std::string_view values) {
+  const std::string lower = lowercase(text);
+  std::size_t start = 0;
+  while (start < values.size()) {
+    const std::size_t end = std::min(values.find('|', start), values.size());
+    if (lower == values.substr(start, end - start)) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+// ConfigNotes::warnings for the environment and the settings read from it.
+std::vector<std::string> unhonoured_warnings(const EnvLookup& env, const Config& config) {
+  std::vector<std::string> warnings;
+  for (const UnhonouredVariable& unhonoured : kUnhonoured) {
+    const char* text = env(unhonoured.variable);
+    if (text == nullptr || is_one_of(text, unhonoured.herd_does_anyway)) continue;
+    warnings.push_back(
+        fmt::format("{}='{}' is ignored: {}", unhonoured.variable, text, unhonoured.why));
+  }
+  const std::string chosen = gpu_allreduce_text(static_cast<int64_t>(config.gpu_allreduce));
+  for (const char* variable : kPerCollectiveGpuVariables) {
+    const char* text = env(variable);
+    if (text == nullptr || lowercase(text) == lowercase(chosen)) continue;
+    warnings.push_back(fmt::format(
+        "{}='{}' is ignored: herd runs every GPU collective the one way HERD_GPU_ALLREDUCE "
+        "picks, here {}",
+        variable, text, chosen));
+  }
+  return warnings;
+}
+
 // Levenshtein distance: single-character insertions, deletions and
 // substitutions that turn `a` into `b`.
 std::size_t edit_distance(std::string_view a, std::string_view b) {
@@ -454,27 +642,59 @@ EnvLookup process_environment() {
   return [](const char* variable) -> const char* { return std::getenv(variable); };
 }
 
-Status read_config(const EnvLookup& env, Config* config) {
+Status read_config(const EnvLookup& env, Config* config, ConfigNotes* notes) {
   // Every bad variable is reported at once, so a job launched with several
   // typos fails once instead of once per typo; *config changes only when all
   // settings are good.
   Config result = *config;
-  std::string errors;
+  std::vector<std::string> errors;
+  std::vector<std::string> choices;
   for (const Setting& setting : kSettings) {
-    const char* variable = setting.variable;
-    const char* text = env(variable);
-    if (text == nullptr && setting.alias != nullptr) {
-      variable = setting.alias;
-      text = env(variable);
+    // The variables that can give this setting, in the order they win.
+    std::vector<std::pair<const char*, Conversion>> sources = {{setting.variable, &same_spelling}};
+    if (setting.alias != nullptr) sources.emplace_back(setting.alias, &same_spelling);
+    for (const Alias& alias : kAliases) {
+      if (std::string_view(alias.setting) == setting.variable) {
+        sources.emplace_back(alias.variable, alias.convert);
+      }
     }
-    if (text == nullptr) continue;
-    Status status = setting.parse(variable, text, &result);
-    if (!status.is_ok()) {
-      if (!errors.empty()) errors += "; ";
-      errors += status.message();
+    // The variable used and its value as set; the others set are parsed
+    // into a scratch copy, so that a bad value fails whether used or not.
+    const char* used = nullptr;
+    std::string used_text;
+    std::string used_setting_text;
+    for (const auto& [variable, convert] : sources) {
+      const char* text = env(variable);
+      if (text == nullptr) continue;
+      std::optional<std::string> setting_text;
+      Status status = convert(variable, text, &setting_text);
+      if (status.is_ok() && setting_text) {
+        Config scratch;
+        status = setting.parse(variable, *setting_text, used == nullptr ? &result : &scratch);
+      }
+      if (!status.is_ok()) {
+        // HOROVOD_STALL_CHECK_DISABLE stands for two settings: one message.
+        if (std::find(errors.begin(), errors.end(), status.message()) == errors.end()) {
+          errors.push_back(status.message());
+        }
+        continue;
+      }
+      if (!setting_text) continue;
+      if (used == nullptr) {
+        used = variable;
+        used_text = text;
+        used_setting_text = *setting_text;
+      } else if (*setting_text != used_setting_text) {
+        choices.push_back(fmt::format("{}: herd uses {}='{}' and ignores {}='{}'", setting.variable,
+                                      used, used_text, variable, text));
+      }
     }
   }
-  if (!errors.empty()) return Status::error(errors);
+  if (notes != nullptr) {
+    notes->warnings = unhonoured_warnings(env, result);
+    notes->choices = std::move(choices);
+  }
+  if (!errors.empty()) return Status::error(fmt::format("{}", fmt::join(errors, "; ")));
   *config = result;
   return Status::ok();
 }
@@ -487,6 +707,22 @@ std::vector<SettingDoc> setting_docs() {
                     setting.agreed != kMayDiffer});
   }
   return docs;
+}
+
+std::vector<AliasDoc> alias_docs() {
+  std::vector<AliasDoc> docs;
+  for (const Setting& setting : kSettings) {
+    if (setting.alias != nullptr) docs.push_back({setting.alias, setting.variable});
+  }
+  for (const Alias& alias : kAliases) docs.push_back({alias.variable, alias.setting});
+  return docs;
+}
+
+std::vector<std::string> unhonoured_horovod_variables() {
+  std::vector<std::string> names;
+  for (const UnhonouredVariable& unhonoured : kUnhonoured) names.emplace_back(unhonoured.variable);
+  names.insert(names.end(), kPerCollectiveGpuVariables.begin(), kPerCollectiveGpuVariables.end());
+  return names;
 }
 
 std::vector<std::string> herd_variables_in_environment() {

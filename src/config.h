@@ -1,7 +1,10 @@
 // Config: every HERD_* setting, read from the environment in one place.
 //
 // read_config() is the only code in herd that reads setting values from the
-// environment (herd_variables_in_environment lists the HERD_* names, for the
+// environment, herd's HERD_* variables and the aliases other frameworks' jobs
+// set (HOROVOD_FUSION_THRESHOLD for HERD_FUSION_THRESHOLD, ...), and the
+// HOROVOD_* variables herd cannot honour, to warn about them
+// (herd_variables_in_environment lists the HERD_* names, for the
 // unknown-variable warning); herd::init calls it once, before MPI starts, and
 // once MPI runs the ranks exchange its result, so a bad value on any rank
 // fails init on every rank with a message naming the rank, the variable and
@@ -99,11 +102,33 @@ using EnvLookup = std::function<const char*(const char* variable)>;
 // The process environment (std::getenv).
 EnvLookup process_environment();
 
+// What read_config has to tell besides errors, for herd::init to log once
+// the rank and the log level are known.
+struct ConfigNotes {
+  // One sentence per HOROVOD_* variable set that herd cannot honour, naming
+  // it, its value and why, e.g. "HOROVOD_AUTOTUNE='1' is ignored: herd has
+  // no autotuning; ...". Logged as warnings.
+  std::vector<std::string> warnings;
+  // One sentence per setting given by several of its variables with
+  // different values, naming the one used, e.g. "HERD_FUSION_THRESHOLD:
+  // herd uses HERD_FUSION_THRESHOLD='0' and ignores
+  // HOROVOD_FUSION_THRESHOLD='1048576'". Logged at level info.
+  std::vector<std::string> choices;
+};
+
 // Fills *config from `env`; unset variables keep their defaults. A setting
-// with an alias (HERD_NUM_SERVERS: DMLC_NUM_SERVER) reads the alias when its
-// own variable is unset. A malformed or out-of-range value fails with e.g.
-// "HERD_FUSION_THRESHOLD='abc': expected a non-negative integer (bytes)".
-[[nodiscard]] Status read_config(const EnvLookup& env, Config* config);
+// has aliases: other frameworks' variables (DMLC_NUM_SERVER, Horovod's
+// HOROVOD_FUSION_THRESHOLD, ...) read, in the units herd's variable uses,
+// when its own variable is unset; the first alias set that gives a value
+// wins (HOROVOD_STALL_CHECK_DISABLE=0 gives none). Every variable set is
+// checked, the ones not used included. A malformed or out-of-range value
+// fails with e.g.
+// "HERD_FUSION_THRESHOLD='abc': expected a non-negative integer (bytes)" or
+// "HOROVOD_FUSION_THRESHOLD='abc': expected a non-negative integer (bytes)".
+// `notes`, when given, receives what herd::init logs (filled also when the
+// read fails).
+[[nodiscard]] Status read_config(const EnvLookup& env, Config* config,
+                                 ConfigNotes* notes = nullptr);
 
 struct SettingDoc {
   std::string variable;
@@ -125,6 +150,19 @@ struct AgreedSetting {
   // the -1 that stands for auto, "NCCL" for an enumerator, digits otherwise.
   std::string (*text)(int64_t value);
 };
+
+// A variable of another framework that read_config takes for a setting.
+struct AliasDoc {
+  std::string variable;  // e.g. HOROVOD_CYCLE_TIME
+  std::string setting;   // the HERD_* variable it stands for
+};
+
+// Every alias, in the order read_config prefers them for each setting.
+std::vector<AliasDoc> alias_docs();
+
+// The HOROVOD_* variables that draw a warning (ConfigNotes::warnings) for
+// some or every value, in the order the warnings come.
+std::vector<std::string> unhonoured_horovod_variables();
 
 // The settings with compared_across_ranks, in the table's order.
 std::vector<AgreedSetting> settings_that_must_agree(const Config& config);

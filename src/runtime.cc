@@ -153,7 +153,8 @@ void require_same_on_every_rank(const char* call, const std::vector<int>& mine, 
 }  // namespace
 
 std::unique_ptr<Runtime> Runtime::start(const Config& config, const Status& config_read,
-                                        const std::vector<std::string>& config_warnings) {
+                                        const std::vector<std::string>& config_warnings,
+                                        const std::vector<std::string>& config_choices) {
   if (const std::optional<std::string> fault = collectives::known_fault()) {
     throw Error(fmt::format(
         "herd::init: herd stopped after a fatal failure in this process and left MPI as it was; "
@@ -185,6 +186,7 @@ std::unique_ptr<Runtime> Runtime::start(const Config& config, const Status& conf
   logging::set_rank(runtime->rank_);
   logging::set_level(config.log_level);
   warn_once(config_warnings);
+  for (const std::string& choice : config_choices) HERD_LOG(kInfo, "herd::init: {}", choice);
 
   std::vector<std::string> problems;
   if (!config_read.is_ok()) problems.push_back(config_read.message());

@@ -33,12 +33,14 @@ namespace herd::detail {
 class Runtime {
  public:
   // Initializes MPI unless the program already did (then it must have asked
-  // for MPI_THREAD_MULTIPLE), logs `config_warnings`, fails on every rank
-  // when `config_read` (the result of read_config) is an error on any rank,
-  // checks that the ranks' settings agree, starts the global set and the
-  // sets of HERD_PROCESS_SETS. Throws herd::Error.
+  // for MPI_THREAD_MULTIPLE), logs `config_warnings` (once per process) and
+  // `config_choices` (at level info), fails on every rank when `config_read`
+  // (the result of read_config) is an error on any rank, checks that the
+  // ranks' settings agree, starts the global set and the sets of
+  // HERD_PROCESS_SETS. Throws herd::Error.
   static std::unique_ptr<Runtime> start(const Config& config, const Status& config_read,
-                                        const std::vector<std::string>& config_warnings);
+                                        const std::vector<std::string>& config_warnings,
+                                        const std::vector<std::string>& config_choices);
 
   // How shutdown() was reached: herd::shutdown, or the end of the process
   // without it (the static destructor of src/api.cc, or a failed start).

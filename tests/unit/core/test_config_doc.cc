@@ -1,14 +1,17 @@
 // docs/configuration.md against the settings table (src/config.cc): every
 // HERD_* variable the page names is a setting, every setting has a row in the
 // page's table with the table's default, in the table's order, and the page's
-// list of the settings herd::init compares across ranks is the table's. The
-// check runs on the page in the source tree (HERD_CONFIGURATION_DOC, set by
+// list of the settings herd::init compares across ranks is the table's; its
+// table of Horovod's variables has a row for each HOROVOD_* alias, saying
+// which setting it stands for, and for each variable that draws a warning.
+// The check runs on the page in the source tree (HERD_CONFIGURATION_DOC, set by
 // tests/CMakeLists.txt) and on tampered copies of it, which it must reject.
 #include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -187,7 +190,134 @@ std::string table_line(const std::string& doc, const std::string& start) {
   return doc.substr(at + 1, doc.find('\n', at + 1) - at);
 }
 
+// Every HOROVOD_<NAME> in `text`, in order.
+std::vector<std::string> horovod_variables(const std::string& text) {
+  std::vector<std::string> names;
+  for (std::size_t at = text.find("HOROVOD_"); at != std::string::npos;
+       at = text.find("HOROVOD_", at + 1)) {
+    if (at > 0 && is_name_char(text[at - 1])) continue;
+    std::size_t end = at + 8;
+    while (end < text.size() && is_name_char(text[end])) ++end;
+    if (end > at + 8) names.push_back(text.substr(at, end - at));
+  }
+  return names;
+}
+
+// The page's table of Horovod's variables: for each variable of a row's
+// first column, the row's second column (what herd does with it).
+std::vector<std::pair<std::string, std::string>> horovod_rows(const std::string& doc) {
+  std::vector<std::pair<std::string, std::string>> rows;
+  std::istringstream lines(doc);
+  std::string line;
+  bool in_section = false;
+  while (std::getline(lines, line)) {
+    if (line.rfind("## ", 0) == 0) in_section = line == "## Horovod variables";
+    if (!in_section || line.rfind("| `HOROVOD_", 0) != 0) continue;
+    const std::size_t second = line.find('|', 1);
+    const std::size_t third = line.find('|', second + 1);
+    if (second == std::string::npos || third == std::string::npos) continue;
+    const std::string what = trim(line.substr(second + 1, third - second - 1));
+    for (const std::string& name : horovod_variables(line.substr(1, second - 1))) {
+      rows.emplace_back(name, what);
+    }
+  }
+  return rows;
+}
+
+// Every way the page's table of Horovod's variables and the code disagree:
+// each HOROVOD_* alias has a row saying "alias of" (and naming its setting
+// where the row names one), each variable that draws a warning a row saying
+// "warning", and no variable has two rows.
+std::vector<std::string> horovod_table_mismatches(const std::string& doc,
+                                                  const std::vector<AliasDoc>& aliases,
+                                                  const std::vector<std::string>& warned) {
+  std::vector<std::string> problems;
+  const std::vector<std::pair<std::string, std::string>> rows = horovod_rows(doc);
+  std::set<std::string> seen;
+  for (const auto& [name, what] : rows) {
+    if (!seen.insert(name).second) problems.push_back(name + " has more than one row");
+  }
+  auto row_of = [&](const std::string& name) -> const std::string* {
+    for (const auto& [row_name, what] : rows) {
+      if (row_name == name) return &what;
+    }
+    return nullptr;
+  };
+  std::set<std::string> alias_names;
+  for (const AliasDoc& alias : aliases) {
+    if (alias.variable.rfind("HOROVOD_", 0) != 0) continue;
+    alias_names.insert(alias.variable);
+    const std::string* what = row_of(alias.variable);
+    if (what == nullptr) {
+      problems.push_back(alias.variable + " is an alias without a row");
+    } else if (what->rfind("alias of", 0) != 0) {
+      problems.push_back(alias.variable + " is an alias but its row says '" + *what + "'");
+    } else if (what->find("`HERD_") != std::string::npos &&
+               what->find("`" + alias.setting + "`") == std::string::npos) {
+      problems.push_back(alias.variable + " stands for " + alias.setting + " but its row says '" +
+                         *what + "'");
+    }
+  }
+  for (const std::string& name : warned) {
+    const std::string* what = row_of(name);
+    if (what == nullptr) {
+      problems.push_back(name + " draws a warning but has no row");
+    } else if (what->rfind("warning", 0) != 0) {
+      problems.push_back(name + " draws a warning but its row says '" + *what + "'");
+    }
+  }
+  for (const auto& [name, what] : rows) {
+    if (what.rfind("alias of", 0) == 0 && alias_names.count(name) == 0) {
+      problems.push_back(name + "'s row says alias, but herd does not read it");
+    }
+  }
+  return problems;
+}
+
 }  // namespace
+
+TEST_CASE("configuration.md: the table of Horovod's variables agrees with the code",
+          "[config][docs]") {
+  const std::string doc = read_file(HERD_CONFIGURATION_DOC);
+  REQUIRE_FALSE(doc.empty());
+  const std::vector<AliasDoc> aliases = alias_docs();
+  const std::vector<std::string> warned = unhonoured_horovod_variables();
+  // Rows for the aliases, the warned variables and those accepted silently.
+  CHECK(horovod_rows(doc).size() > aliases.size() + warned.size());
+  std::string all;
+  for (const std::string& problem : horovod_table_mismatches(doc, aliases, warned)) {
+    all += "\n  " + problem;
+  }
+  INFO("docs/configuration.md disagrees with src/config.cc:" << all);
+  CHECK(all.empty());
+
+  SECTION("tampered copies are rejected") {
+    const std::string row = table_line(doc, "| `HOROVOD_CYCLE_TIME` |");
+    CHECK(horovod_table_mismatches(replaced(doc, row, ""), aliases, warned) ==
+          std::vector<std::string>{"HOROVOD_CYCLE_TIME is an alias without a row"});
+    CHECK(horovod_table_mismatches(
+              replaced(doc, row, replaced(row, "`HERD_CYCLE_TIME`", "`HERD_CACHE_CAPACITY`")),
+              aliases, warned) ==
+          std::vector<std::string>{"HOROVOD_CYCLE_TIME stands for HERD_CYCLE_TIME but its row says "
+                                   "'alias of `HERD_CACHE_CAPACITY`'"});
+    CHECK(horovod_table_mismatches(replaced(doc, row, row + row), aliases, warned) ==
+          std::vector<std::string>{"HOROVOD_CYCLE_TIME has more than one row"});
+    const std::string autotune = table_line(doc, "| `HOROVOD_AUTOTUNE` |");
+    CHECK(horovod_table_mismatches(
+              replaced(doc, autotune,
+                       replaced(autotune, "| warning unless `0` |", "| accepted silently |")),
+              aliases, warned) ==
+          std::vector<std::string>{
+              "HOROVOD_AUTOTUNE draws a warning but its row says 'accepted silently'"});
+    const std::string dynamic = table_line(doc, "| `HOROVOD_DYNAMIC_PROCESS_SETS` |");
+    CHECK(horovod_table_mismatches(replaced(doc, dynamic,
+                                            replaced(dynamic, "| accepted silently |",
+                                                     "| alias of herd's process sets |")),
+                                   aliases, warned) ==
+          std::vector<std::string>{
+              "HOROVOD_DYNAMIC_PROCESS_SETS's row says alias, but herd does not read it"});
+  }
+}
 
 TEST_CASE("configuration.md: agrees with the settings table", "[config][docs]") {
   const std::string doc = read_file(HERD_CONFIGURATION_DOC);
