@@ -5,39 +5,62 @@ the native handle, every object whose memory the C++ runtime reads or writes
 (so the garbage collector cannot free it mid-operation), and a function that
 turns the finished operation into the caller's result. ``synchronize`` waits
 (without the GIL), removes the entry and returns that result.
+
+A tensor name stays taken from its submission until its handle is
+synchronized, even when the operation completed before: submitting it again
+in between raises InvalidArgumentError (a ValueError) at once. Horovod refuses
+a name still in flight; holding it until ``synchronize`` makes that refusal
+independent of how fast the first operation completes.
 """
 
 import itertools
 import threading
 
+from herd._native import InvalidArgumentError
 from herd.process_sets import process_set_id_of
 
 
 class _Entry:
-    __slots__ = ("native", "keep_alive", "finish")
+    __slots__ = ("native", "keep_alive", "finish", "names")
 
-    def __init__(self, native, keep_alive, finish):
+    def __init__(self, native, keep_alive, finish, names):
         self.native = native
         self.keep_alive = keep_alive
         self.finish = finish
+        self.names = names
 
 
 class HandleTable:
     def __init__(self):
         self._entries = {}
+        # (process set id, tensor name) -> the handle that holds the name.
+        self._names = {}
         self._next = itertools.count(1)
         self._lock = threading.Lock()
 
-    def add(self, native, keep_alive, finish):
+    def add(self, native, keep_alive, finish, names=()):
         """Registers a submitted operation; returns its handle.
 
         ``finish(native)`` runs in ``synchronize`` after a successful wait and
-        returns the result.
+        returns the result. ``names``: the (process set id, tensor name) pairs
+        the operation holds until then.
         """
+        names = tuple(names)
         with self._lock:
             handle = next(self._next)
-            self._entries[handle] = _Entry(native, keep_alive, finish)
+            self._entries[handle] = _Entry(native, keep_alive, finish, names)
+            for key in names:
+                self._names[key] = handle
         return handle
+
+    def require_free(self, key, caller):
+        """Raises InvalidArgumentError if an unsynchronized handle holds ``key``."""
+        with self._lock:
+            holder = self._names.get(key)
+        if holder is not None:
+            raise InvalidArgumentError(
+                f"{caller}: '{key[1]}' is still held by handle {holder}, not synchronized yet "
+                "on this rank; synchronize it before submitting the name again")
 
     def _entry(self, handle, caller):
         with self._lock:
@@ -58,11 +81,15 @@ class HandleTable:
         finally:
             with self._lock:
                 self._entries.pop(handle, None)
+                for key in entry.names:
+                    if self._names.get(key) == handle:
+                        del self._names[key]
         return entry.finish(entry.native)
 
     def clear(self):
         with self._lock:
             self._entries.clear()
+            self._names.clear()
 
 
 table = HandleTable()
@@ -135,6 +162,7 @@ def target(collective, name, process_set, caller):
     """
     process_set_id = process_set_id_of(process_set, caller)
     if name is not None:
+        table.require_free((process_set_id, str(name)), caller)
         return str(name), process_set_id
     scope = collective if process_set_id == 0 else f"{collective}.set{process_set_id}"
     return names.name(scope, None), process_set_id

@@ -75,7 +75,7 @@ def allreduce_async_(array, average=None, name=None, op=None, prescale_factor=1.
     native = _native.allreduce_async(
         tensor_name, array.ctypes.data, array.ctypes.data, array.dtype.name, list(array.shape),
         op, float(prescale_factor), float(postscale_factor), process_set_id)
-    return table.add(native, array, lambda _: array)
+    return table.add(native, array, lambda _: array, [(process_set_id, tensor_name)])
 
 
 def allreduce_async(array, average=None, name=None, op=None, prescale_factor=1.0,
@@ -110,7 +110,7 @@ def grouped_allreduce_async_(arrays, average=None, name=None, op=None, prescale_
         [a.ctypes.data for a in outputs], [a.dtype.name for a in outputs],
         [list(a.shape) for a in outputs], op, float(prescale_factor), float(postscale_factor),
         process_set_id)
-    return table.add(native, outputs, lambda _: outputs)
+    return table.add(native, outputs, lambda _: outputs, [(process_set_id, base)])
 
 
 def grouped_allreduce_async(arrays, average=None, name=None, op=None, prescale_factor=1.0,
@@ -140,7 +140,8 @@ def allgather_async(array, name=None, process_set=global_process_set):
     tensor_name, process_set_id = target("allgather", name, process_set, caller)
     native = _native.allgather_async(tensor_name, array.ctypes.data, array.dtype.name,
                                      list(array.shape), process_set_id)
-    return table.add(native, array, lambda done: _from_result(done.result()))
+    return table.add(native, array, lambda done: _from_result(done.result()),
+                     [(process_set_id, tensor_name)])
 
 
 def allgather(array, name=None, process_set=global_process_set):
@@ -154,7 +155,7 @@ def broadcast_async_(array, root_rank, name=None, process_set=global_process_set
     tensor_name, process_set_id = target("broadcast", name, process_set, caller)
     native = _native.broadcast_async(tensor_name, array.ctypes.data, array.dtype.name,
                                      list(array.shape), int(root_rank), process_set_id)
-    return table.add(native, array, lambda _: array)
+    return table.add(native, array, lambda _: array, [(process_set_id, tensor_name)])
 
 
 def broadcast_async(array, root_rank, name=None, process_set=global_process_set):
@@ -181,7 +182,8 @@ def alltoall_async(array, splits=None, name=None, process_set=global_process_set
                                     list(array.shape), splits, process_set_id)
     return table.add(native, array, lambda done: (_from_result(done.result()),
                                                   np.asarray(done.received_splits(),
-                                                             dtype=np.int32)))
+                                                             dtype=np.int32)),
+                     [(process_set_id, tensor_name)])
 
 
 def alltoall(array, splits=None, name=None, process_set=global_process_set):
@@ -201,7 +203,8 @@ def reducescatter_async(array, name=None, op=None, process_set=global_process_se
     native = _native.reducescatter_async(tensor_name, array.ctypes.data, array.dtype.name,
                                          list(array.shape), op, float(prescale_factor),
                                          float(postscale_factor), process_set_id)
-    return table.add(native, array, lambda done: _from_result(done.result()))
+    return table.add(native, array, lambda done: _from_result(done.result()),
+                     [(process_set_id, tensor_name)])
 
 
 def reducescatter(array, name=None, op=None, process_set=global_process_set,

@@ -179,6 +179,14 @@ def _target(collective, name, process_set, caller):
                   caller)
 
 
+def _held(collective, name, process_set):
+    """The (process set id, tensor name) a named submission holds until its handle is
+    synchronized (herd.handles); none for an unnamed one, whose name is never reused."""
+    if name is None:
+        return []
+    return [(process_set_id_of(process_set, collective), f"{collective}.{name}")]
+
+
 def _copy_back(destination, source):
     """Writes ``source`` into ``destination`` unless they are the same memory (``source`` is
     then the contiguous copy made of a non-contiguous ``destination``)."""
@@ -262,7 +270,8 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
     output = torch.empty_like(data)
     native = _allreduce_submit(data, output, name, op, prescale_factor, postscale_factor,
                                process_set, caller)
-    return table.add(native, (data, output), lambda _: output)
+    return table.add(native, (data, output), lambda _: output,
+                     _held("allreduce", name, process_set))
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -274,7 +283,8 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
     data = _contiguous(tensor)
     native = _allreduce_submit(data, data, name, op, prescale_factor, postscale_factor,
                                process_set, caller)
-    return table.add(native, (tensor, data), lambda _: _copy_back(tensor, data))
+    return table.add(native, (tensor, data), lambda _: _copy_back(tensor, data),
+                     _held("allreduce", name, process_set))
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -348,7 +358,8 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
     outputs = [torch.empty_like(d) for d in data]
     native = _grouped_allreduce_submit(data, outputs, name, op, prescale_factor,
                                        postscale_factor, process_set, caller)
-    return table.add(native, (data, outputs), lambda _: outputs)
+    return table.add(native, (data, outputs), lambda _: outputs,
+                     _held("grouped_allreduce", name, process_set))
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
@@ -363,7 +374,8 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
     native = _grouped_allreduce_submit(data, data, name, op, prescale_factor, postscale_factor,
                                        process_set, caller)
     return table.add(native, (tensors, data),
-                     lambda _: [_copy_back(t, d) for t, d in zip(tensors, data)])
+                     lambda _: [_copy_back(t, d) for t, d in zip(tensors, data)],
+                     _held("grouped_allreduce", name, process_set))
 
 
 def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
@@ -423,7 +435,8 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
     _wire_dtype(tensor, caller, reduces=False)
     data = _contiguous(tensor)
     native = _allgather_submit(data, *_target("allgather", name, process_set, caller), caller)
-    return table.add(native, data, lambda done: _from_result(done.result(), data.dtype))
+    return table.add(native, data, lambda done: _from_result(done.result(), data.dtype),
+                     _held("allgather", name, process_set))
 
 
 def _rows_before_this_rank(first_dims, process_set):
@@ -470,7 +483,8 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
         [lambda d=d, i=i: _allgather_submit(d, f"{base}.{i}", process_set_id, caller)
          for i, d in enumerate(data)], data)
     return table.add(group, data, lambda done: [
-        _from_result(native.result(), d.dtype) for native, d in zip(done.natives, data)])
+        _from_result(native.result(), d.dtype) for native, d in zip(done.natives, data)],
+        [(process_set_id, base)])
 
 
 class HorovodGroupedAllgather(torch.autograd.Function):
@@ -553,7 +567,8 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
             gathered_values = gathered_values / members
         return torch.sparse_coo_tensor(gathered_indices.t(), gathered_values, tensor.shape)
 
-    return CallableHandle(table.add(group, (indices, values), finish))
+    held = [key for _, part in parts for key in _held("allgather", part, process_set)]
+    return CallableHandle(table.add(group, (indices, values), finish, held))
 
 
 # --------------------------------------------------------------------------
@@ -575,7 +590,7 @@ def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set
     _wire_dtype(tensor, caller, reduces=False)
     output = tensor.detach().clone(memory_format=torch.contiguous_format)
     native = _broadcast_submit(output, root_rank, name, process_set, caller)
-    return table.add(native, output, lambda _: output)
+    return table.add(native, output, lambda _: output, _held("broadcast", name, process_set))
 
 
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
@@ -584,7 +599,8 @@ def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_se
     _wire_dtype(tensor, caller, reduces=False)
     data = _contiguous(tensor)
     native = _broadcast_submit(data, root_rank, name, process_set, caller)
-    return table.add(native, (tensor, data), lambda _: _copy_back(tensor, data))
+    return table.add(native, (tensor, data), lambda _: _copy_back(tensor, data),
+                     _held("broadcast", name, process_set))
 
 
 def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
@@ -647,7 +663,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
         received = _from_result(done.result(), data.dtype)
         return received, torch.tensor(done.received_splits(), dtype=splits_dtype)
 
-    return table.add(native, data, finish)
+    return table.add(native, data, finish, _held("alltoall", name, process_set))
 
 
 class HorovodAlltoall(torch.autograd.Function):
@@ -700,7 +716,8 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
     tensor_name, process_set_id = _target("reducescatter", name, process_set, caller)
     native = _reducescatter_submit(data, tensor_name, process_set_id, op, prescale_factor,
                                    postscale_factor, caller)
-    return table.add(native, data, lambda done: _from_result(done.result(), data.dtype))
+    return table.add(native, data, lambda done: _from_result(done.result(), data.dtype),
+                     _held("reducescatter", name, process_set))
 
 
 def _reducescatter_grad_scale(op, prescale_factor, postscale_factor, process_set):
@@ -756,7 +773,8 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
                                                 prescale_factor, postscale_factor, caller)
          for i, d in enumerate(data)], data)
     return table.add(group, data, lambda done: [
-        _from_result(native.result(), d.dtype) for native, d in zip(done.natives, data)])
+        _from_result(native.result(), d.dtype) for native, d in zip(done.natives, data)],
+        [(process_set_id, base)])
 
 
 class HorovodGroupedReducescatter(torch.autograd.Function):
