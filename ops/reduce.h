@@ -1,7 +1,7 @@
 // Element-wise reduction and scaling kernels on host memory (Eigen).
 //
 // Called by the collectives (reduce_into, through a ReduceFn) and by the
-// runtime (scale, divide) on the background thread; pure functions of their
+// runtime (scale, average) on the background thread; pure functions of their
 // arguments, safe from any thread. float16 and bfloat16 are computed in
 // float32 and rounded back to nearest-even after each call. Buffers may start
 // at any byte address; those aligned to their element type take the fast
