@@ -201,27 +201,30 @@ void scale_half(uint16_t* buf, int64_t count, float factor) {
   });
 }
 
-// Integers scale in double, round half away from zero (std::round), and
-// saturate. The bounds are compared in double before converting back,
-// because converting an out-of-range double to an integer is undefined.
-// A NaN product (NaN factor) has no nearest integer and becomes 0.
+// Integers scale in double and convert back truncating toward zero, as a
+// C++ conversion from double does (Horovod's integer scaling). What such a conversion leaves
+// undefined is defined here: a product beyond the type's range saturates at its limit (the bounds
+// are compared in double, before converting), and a NaN product (a NaN factor, or 0 times an
+// infinite one) becomes 0.
 template <typename T>
 void scale_integer(T* buf, int64_t count, double factor) {
-  // Both bounds are exact in double: min() is 0 or -2^k, and max() + 1 is
-  // 2^k (for int64 the double of max() already rounds up to 2^63).
-  const double lowest = static_cast<double>(std::numeric_limits<T>::min());
+  // A truncated product lies in range exactly when the product lies
+  // strictly between min() - 1 and max() + 1. Both bounds are exact in
+  // double up to int32; for int64 they round to -2^63 and 2^63, which
+  // changes nothing, as no double lies strictly between -2^63 - 1 and -2^63.
+  const double below_lowest = static_cast<double>(std::numeric_limits<T>::min()) - 1.0;
   const double above_highest = static_cast<double>(std::numeric_limits<T>::max()) + 1.0;
   for (int64_t i = 0; i < count; ++i) {
-    const double rounded = std::round(static_cast<double>(buf[i]) * factor);
+    const double product = static_cast<double>(buf[i]) * factor;
     T result;
-    if (std::isnan(rounded)) {
+    if (std::isnan(product)) {
       result = 0;
-    } else if (rounded <= lowest) {
+    } else if (product <= below_lowest) {
       result = std::numeric_limits<T>::min();
-    } else if (rounded >= above_highest) {
+    } else if (product >= above_highest) {
       result = std::numeric_limits<T>::max();
     } else {
-      result = static_cast<T>(rounded);
+      result = static_cast<T>(product);
     }
     buf[i] = result;
   }
@@ -236,6 +239,21 @@ void divide_integer(T* buf, int64_t count, int64_t divisor) {
   for (int64_t i = 0; i < count; ++i) {
     buf[i] = static_cast<T>(static_cast<int64_t>(buf[i]) / divisor);
   }
+}
+
+bool is_integer_type(DataType dtype) {
+  switch (dtype) {
+    case DataType::kUInt8:
+    case DataType::kInt8:
+    case DataType::kInt16:
+    case DataType::kInt32:
+    case DataType::kInt64: return true;
+    case DataType::kFloat16:
+    case DataType::kBFloat16:
+    case DataType::kFloat32:
+    case DataType::kFloat64: return false;
+  }
+  herd::detail::throw_internal_error(__FILE__, __LINE__, "unknown DataType " + to_string(dtype));
 }
 
 // Bytes per staging block: small enough for the stack and L1, large enough
@@ -361,6 +379,12 @@ void divide(void* buf, int64_t count, DataType dtype, int64_t divisor) {
       return scale(buf, count, dtype, 1.0 / static_cast<double>(divisor));
   }
   herd::detail::throw_internal_error(__FILE__, __LINE__, "unknown DataType " + to_string(dtype));
+}
+
+void average(void* buf, int64_t count, DataType dtype, int64_t ranks, double postscale) {
+  HERD_ENFORCE_GE(ranks, 1);
+  if (is_integer_type(dtype) && postscale == 1.0) return divide(buf, count, dtype, ranks);
+  scale(buf, count, dtype, postscale / static_cast<double>(ranks));
 }
 
 }  // namespace herd::ops

@@ -554,7 +554,6 @@ Status BackgroundLoop::execute(std::vector<Agreed>* agreed) {
     HERD_LOG(kTrace, "{} of {} tensor(s), {} bytes, first '{}'", to_string(spec.collective),
              entries.size(), group.total_bytes, spec.name);
     Contribution contribution;
-    contribution.ranks = control_.size() - static_cast<int>(join_.joined_ranks().size());
     contribution.identity = join_.joined_this_cycle();
     Status status;
     if (spec.device.type == DeviceType::kGPU) {

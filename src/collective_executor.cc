@@ -140,9 +140,11 @@ Status CollectiveExecutor::reducescatter(const Response& response, TensorEntry& 
       scratch_.data(), entry.output_tensor->data(), plan.counts, element_size(response.dtype),
       ops::make_reduce_fn(response.dtype, op), transport_, segment_bytes_));
   if (response.op == ReduceOp::kAverage) {
-    ops::divide(entry.output_tensor->data(), plan.my_count, response.dtype, ranks);
+    ops::average(entry.output_tensor->data(), plan.my_count, response.dtype, ranks,
+                 response.postscale);
+  } else {
+    ops::scale(entry.output_tensor->data(), plan.my_count, response.dtype, response.postscale);
   }
-  ops::scale(entry.output_tensor->data(), plan.my_count, response.dtype, response.postscale);
   return Status::ok();
 }
 

@@ -58,14 +58,18 @@ Status FusionExecutor::allreduce(const Response& spec, const std::vector<TensorE
   if (prescaled) ops::scale(buffer, total_count, spec.dtype, spec.prescale);
 
   // The average's division and the postscale run inside the allreduce, on
-  // each part of the result while it is in cache (allreduce.h).
+  // each part of the result while it is in cache (allreduce.h). An average
+  // divides by the whole set's size, joined ranks included.
   const bool average = spec.op == ReduceOp::kAverage;
-  const int64_t divisor = contribution.ranks > 0 ? contribution.ranks : transport_.size();
+  const int64_t ranks = transport_.size();
   collectives::FinishFn finish;
   if (average || spec.postscale != 1.0) {
-    finish = [&spec, average, divisor](void* data, int64_t count) {
-      if (average) ops::divide(data, count, spec.dtype, divisor);
-      ops::scale(data, count, spec.dtype, spec.postscale);
+    finish = [&spec, average, ranks](void* data, int64_t count) {
+      if (average) {
+        ops::average(data, count, spec.dtype, ranks, spec.postscale);
+      } else {
+        ops::scale(data, count, spec.dtype, spec.postscale);
+      }
     };
   }
   const ReduceOp reduce_op = average ? ReduceOp::kSum : spec.op;

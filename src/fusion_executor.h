@@ -21,11 +21,10 @@
 
 namespace herd::detail {
 
-// Who feeds real data into a reduction. While some ranks have called
-// herd::join, they feed the identity of the op instead, and an average
-// divides by the ranks that did not join.
+// Whether this rank feeds real data into a reduction. While it has called
+// herd::join, it feeds the identity of the op instead; an average still
+// divides by the whole set's size.
 struct Contribution {
-  int ranks = 0;          // ranks contributing real data; 0 means all of them
   bool identity = false;  // this rank contributes only the identity: skip prescale
 };
 
@@ -48,7 +47,8 @@ class FusionExecutor {
 
   // Reduces every entry's input into its output as `spec` (dtype, op, scales)
   // says: output = postscale * reduce_op over ranks of (prescale * input),
-  // with kAverage dividing the sum by the number of ranks before postscale.
+  // with kAverage dividing the sum by the set's size together with the
+  // postscale (ops::average).
   // `later_bytes`: what the caller runs right after this group, in the same
   // cycle (the shared-memory path writes outputs that will have left the
   // cache by then with streaming stores).

@@ -139,8 +139,8 @@ void barrier(const ProcessSet& process_set = ProcessSet());
 // allreduces and grouped allreduces proceed, this rank contributing the
 // identity of each op (0 for sum and average, 1 for product, +infinity or the
 // type's largest value for min, -infinity or its lowest for max, without
-// prescale); an average then divides by
-// the number of ranks that have not joined. Any other collective submitted
+// prescale); an average still divides by the number of ranks in the set,
+// joined ones included. Any other collective submitted
 // while a rank has joined fails with herd::Error naming the joined ranks.
 // Global set only.
 int join();

@@ -24,9 +24,9 @@ enum class DataType {
   kInt16,
 };
 
-// kAverage is a sum followed by a division by the number of ranks taking part
-// (the process set's size, less the ranks that have called herd::join); for
-// integer types that division truncates toward zero (see docs/collectives.md).
+// kAverage is a sum followed by a division by the process set's size (ranks
+// that have called herd::join included: they contribute zeros); for integer
+// types that division truncates toward zero (see docs/collectives.md).
 enum class ReduceOp {
   kSum,
   kAverage,

@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 // ops/reduce.cc's scale_integer does (std::numeric_limits is host-only).
 template <typename T>
 struct IntegerBounds {
-  double lowest;         // min() as double: 0 or -2^k, exact
+  double below_lowest;   // min() - 1.0 as double: -1, -2^k - 1, or -2^63 for int64
   double above_highest;  // max() + 1.0 as double: 2^k, exact
   T min;
   T max;
@@ -114,29 +114,29 @@ struct IntegerBounds {
 
 template <typename T>
 IntegerBounds<T> integer_bounds() {
-  return {static_cast<double>(std::numeric_limits<T>::min()),
+  return {static_cast<double>(std::numeric_limits<T>::min()) - 1.0,
           static_cast<double>(std::numeric_limits<T>::max()) + 1.0, std::numeric_limits<T>::min(),
           std::numeric_limits<T>::max()};
 }
 
-// Integers: multiply in double, round half away from zero (CUDA's round(),
-// like std::round), a NaN product becomes 0, and out-of-range values
-// saturate; the comparisons happen in double because converting an
-// out-of-range double to an integer is undefined.
+// Integers: multiply in double and truncate toward zero (the conversion's
+// own rounding, as on the CPU), a NaN product becomes 0, and products whose
+// truncation leaves the range saturate; the comparisons happen in double
+// because converting an out-of-range double to an integer is undefined.
 template <typename T>
 __global__ void __launch_bounds__(kThreadsPerBlock)
     scale_integer_kernel(T* data, int64_t count, double factor, IntegerBounds<T> bounds) {
   for (int64_t i = first_index(); i < count; i += grid_stride()) {
-    const double rounded = round(multiply_unfused(static_cast<double>(data[i]), factor));
+    const double product = multiply_unfused(static_cast<double>(data[i]), factor);
     T result;
-    if (isnan(rounded)) {
+    if (isnan(product)) {
       result = 0;
-    } else if (rounded <= bounds.lowest) {
+    } else if (product <= bounds.below_lowest) {
       result = bounds.min;
-    } else if (rounded >= bounds.above_highest) {
+    } else if (product >= bounds.above_highest) {
       result = bounds.max;
     } else {
-      result = static_cast<T>(rounded);
+      result = static_cast<T>(product);
     }
     data[i] = result;
   }
@@ -196,6 +196,17 @@ bool is_known(ReduceOp op) {
     case ReduceOp::kProduct: return true;
   }
   return false;
+}
+
+bool is_integer(DataType dtype) {
+  switch (dtype) {
+    case DataType::kUInt8:
+    case DataType::kInt8:
+    case DataType::kInt16:
+    case DataType::kInt32:
+    case DataType::kInt64: return true;
+    default: return false;
+  }
 }
 
 // The checks every elementwise entry point shares: the count, the dtype, the
@@ -498,6 +509,21 @@ Status divide(void* data, int64_t count, DataType dtype, int64_t divisor, cudaSt
       return scale(data, count, dtype, 1.0 / static_cast<double>(divisor), stream);
   }
   return Status::error(fmt::format("ops::cuda::divide: unknown dtype {}", to_string(dtype)));
+}
+
+Status average(void* data, int64_t count, DataType dtype, int64_t ranks, double postscale,
+               cudaStream_t stream) {
+  HERD_RETURN_IF_ERROR(check_elementwise(
+      "average", data, count, dtype, fmt::format(", ranks {}, postscale {}", ranks, postscale)));
+  if (ranks < 1) {
+    return Status::error(
+        fmt::format("ops::cuda::average: ranks {} is below 1 (data {}, count {}, dtype {})", ranks,
+                    fmt::ptr(data), count, to_string(dtype)));
+  }
+  // ops::average's rule: an exact integer division where the postscale is
+  // 1, otherwise one scaling by postscale / ranks.
+  if (is_integer(dtype) && postscale == 1.0) return divide(data, count, dtype, ranks, stream);
+  return scale(data, count, dtype, postscale / static_cast<double>(ranks), stream);
 }
 
 Status fill_identity(void* data, int64_t count, DataType dtype, ReduceOp op, cudaStream_t stream) {

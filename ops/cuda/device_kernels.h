@@ -14,7 +14,7 @@
 // manipulation and match NaNs bit for bit.)
 //
 // Arguments, alike for every function: a negative count, an unknown dtype
-// or op, a divisor below 1, or a null pointer with a count above 0 returns
+// or op, a divisor (or ranks) below 1, or a null pointer with a count above 0 returns
 // an error Status naming the function and the values, and queues nothing;
 // otherwise a count of 0 (or no tasks) queues nothing and returns ok.
 #pragma once
@@ -51,14 +51,19 @@ inline constexpr int kCopyTasksPerLaunch = 128;
 // skipped; if a later launch fails, the earlier ones stay queued.
 [[nodiscard]] Status batched_copy(const std::vector<CopyTask>& tasks, cudaStream_t stream);
 
-// As ops::scale: data[i] *= factor, for every dtype (integers round as the
-// CPU version does). factor == 1 queues nothing.
+// As ops::scale: data[i] *= factor, for every dtype (integers truncate and
+// saturate as the CPU version does). factor == 1 queues nothing.
 [[nodiscard]] Status scale(void* data, int64_t count, DataType dtype, double factor,
                            cudaStream_t stream);
 
-// As ops::divide: the average's division by `divisor` ranks.
+// As ops::divide: data[i] / divisor (integers truncate toward zero).
 [[nodiscard]] Status divide(void* data, int64_t count, DataType dtype, int64_t divisor,
                             cudaStream_t stream);
+
+// As ops::average: the end of an average over `ranks` ranks with the
+// postscale after it, data[i] / ranks * postscale, rounded once.
+[[nodiscard]] Status average(void* data, int64_t count, DataType dtype, int64_t ranks,
+                             double postscale, cudaStream_t stream);
 
 // As ops::fill_identity: the identity of `op` (0 for sum, 1 for product, the
 // type's largest value for min, ...), for a joined rank's contribution.

@@ -217,8 +217,7 @@ Status GpuSetExecutor::allreduce(const Response& spec, const std::vector<TensorE
       collectives.allreduce(input, buffer, total, spec.dtype, reduce_op, stream_)
           .with_context(fmt::format("{} allreduce of {} elements: ", collectives.kind(), total)));
   if (contribution.identity) return Status::ok();
-  const int divisor = contribution.ranks > 0 ? contribution.ranks : set_size_;
-  HERD_RETURN_IF_ERROR(finish_reduction(spec, buffer, total, divisor));
+  HERD_RETURN_IF_ERROR(finish_reduction(spec, buffer, total));
   if (entries.size() > 1) {
     std::vector<ops::cuda::CopyTask> unpack;
     std::size_t offset = 0;
@@ -232,15 +231,11 @@ Status GpuSetExecutor::allreduce(const Response& spec, const std::vector<TensorE
   return Status::ok();
 }
 
-Status GpuSetExecutor::finish_reduction(const Response& spec, void* data, int64_t count,
-                                        int divisor) {
+Status GpuSetExecutor::finish_reduction(const Response& spec, void* data, int64_t count) {
   if (spec.op == ReduceOp::kAverage) {
-    HERD_RETURN_IF_ERROR(ops::cuda::divide(data, count, spec.dtype, divisor, stream_));
+    return ops::cuda::average(data, count, spec.dtype, set_size_, spec.postscale, stream_);
   }
-  if (spec.postscale != 1.0) {
-    HERD_RETURN_IF_ERROR(ops::cuda::scale(data, count, spec.dtype, spec.postscale, stream_));
-  }
-  return Status::ok();
+  return ops::cuda::scale(data, count, spec.dtype, spec.postscale, stream_);
 }
 
 Status GpuSetExecutor::allgather(const Response& spec, TensorEntry& entry,
@@ -308,7 +303,7 @@ Status GpuSetExecutor::reducescatter(const Response& spec, TensorEntry& entry,
   const ReduceOp op = spec.op == ReduceOp::kAverage ? ReduceOp::kSum : spec.op;
   HERD_RETURN_IF_ERROR(collectives.reducescatterv(work, entry.output_tensor->data(), plan.counts,
                                                   spec.dtype, op, stream_));
-  return finish_reduction(spec, entry.output_tensor->data(), plan.my_count, set_size_);
+  return finish_reduction(spec, entry.output_tensor->data(), plan.my_count);
 }
 
 Status GpuSetExecutor::poll(const CompleteFn& complete) {

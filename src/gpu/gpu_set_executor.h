@@ -71,8 +71,9 @@ class GpuSetExecutor final : public GpuExecutor {
   // The entry's output Tensor, on this GPU, with `rows` rows of the request's
   // shape (Tensor::reset's herd::Error as a Status).
   Status allocate_output(const Response& spec, TensorEntry& entry, int64_t rows);
-  // The average's division (by the ranks contributing) and the postscale.
-  Status finish_reduction(const Response& spec, void* data, int64_t count, int divisor);
+  // The average's division by the set's size and the postscale
+  // (ops::cuda::average), or the postscale alone.
+  Status finish_reduction(const Response& spec, void* data, int64_t count);
   // Fails every group in flight with `status`, after aborting the
   // communicators so that no kernel of theirs keeps waiting.
   void fail_in_flight(const Status& status, const CompleteFn& complete);

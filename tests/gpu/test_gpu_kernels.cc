@@ -265,6 +265,31 @@ TEST_CASE("divide equals ops::divide for every dtype", "[gpu][divide]") {
   }
 }
 
+TEST_CASE("average equals ops::average for every dtype", "[gpu][average]") {
+  Stream stream;
+  // 49: 1/49 in double times 49 is below 1, where only the exact integer
+  // division gives whole quotients; postscale 1 divides, the others scale.
+  const int64_t kRanks[] = {1, 2, 3, 49};
+  const double kPostscales[] = {1.0, 3.0, 0.5, -2.0};
+  for (DataType dtype : kAllDataTypes) {
+    for (int64_t count : kSizes) {
+      std::mt19937_64 rng(seed_of(dtype, count, 2));
+      const Bytes input = random_elements(dtype, count, rng);
+      for (int64_t ranks : kRanks) {
+        for (double postscale : kPostscales) {
+          Bytes expected = input;
+          average(expected.data(), count, dtype, ranks, postscale);
+          const Bytes actual = run_on_gpu(input, stream, [&](void* data, cudaStream_t s) {
+            return cuda::average(data, count, dtype, ranks, postscale, s);
+          });
+          INFO(fmt::format("average: dtype {}, count {}, ranks {}, postscale {}", to_string(dtype),
+                           count, ranks, postscale));
+          CHECK(first_difference(expected, actual, dtype, NaNs::kAnyPayload) == "");
+        }
+      }
+    }
+  }
+}
 TEST_CASE("fill_identity equals ops::fill_identity for every dtype and op", "[gpu][identity]") {
   Stream stream;
   for (DataType dtype : kAllDataTypes) {
@@ -533,6 +558,11 @@ TEST_CASE("bad arguments are errors that name the function and the values", "[gp
     status = cuda::divide(data, 4, dtype, 0, s);
     CHECK_FALSE(status.is_ok());
     CHECK_THAT(status.message(), Contains("divisor 0"));
+    status = cuda::average(data, 4, dtype, 0, 2.0, s);
+    CHECK_FALSE(status.is_ok());
+    CHECK_THAT(status.message(), Contains("average") && Contains("ranks 0"));
+    CHECK_FALSE(cuda::average(nullptr, 4, dtype, 2, 1.0, s).is_ok());
+    CHECK(cuda::average(nullptr, 0, dtype, 2, 3.0, s).is_ok());
 
     // Count 0 queues nothing, with any pointer.
     CHECK(cuda::scale(nullptr, 0, dtype, 2.0, s).is_ok());

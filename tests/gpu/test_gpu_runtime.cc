@@ -136,7 +136,7 @@ void test_allreduce_sweep(const Job& job) {
     if (big) counts.push_back((int64_t{1} << 20) + 3);
     for (ReduceOp op : ops) {
       for (int64_t count : counts) {
-        // Scales only for floats (integer scaling rounds; tested in ops).
+        // Scales only for floats (integer scaling truncates; tested in ops).
         const bool scaled = !is_integer(dtype) && op == ReduceOp::kSum;
         const double prescale = scaled ? 2.0 : 1.0;
         const double postscale = scaled ? 0.5 : 1.0;
@@ -392,7 +392,8 @@ void test_reducescatter(const Job& job) {
 }
 
 // The last rank joins at once; the others average a GPU tensor without it:
-// it contributes the identity from its GPU, and the divisor is size - 1.
+// it contributes the identity (zeros) from its GPU, and the divisor is still
+// the job's size.
 void test_join(const Job& job) {
   if (job.size < 2) return;
   CaseCheck c(job.rec, "join with GPU allreduces");
@@ -404,7 +405,7 @@ void test_join(const Job& job) {
       const TensorView view{data.data, DataType::kFloat32, {1000}, Device::gpu(job.device)};
       herd::allreduce("join/avg", view, view, ReduceOp::kAverage);
       const int others = job.size - 1;
-      const double expected = others * (others + 1) / 2.0 / others;
+      const double expected = others * (others + 1) / 2.0 / job.size;
       std::vector<uint64_t> result = data.to_host();
       check_result(c, DataType::kFloat32, result, 1000, [&](int64_t) { return expected; });
     }

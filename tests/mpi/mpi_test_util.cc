@@ -456,10 +456,15 @@ int64_t reduce_k(const ReduceSpec& s, int rank, int size, int64_t index) {
 
 int64_t scale_integer(DataType dtype, int64_t value, double scale) {
   if (scale == 1.0) return value;
-  const double x = std::round(static_cast<double>(value) * scale);
+  const double x = std::trunc(static_cast<double>(value) * scale);
   if (x <= static_cast<double>(int_min(dtype))) return int_min(dtype);
   if (x >= static_cast<double>(int_max(dtype))) return int_max(dtype);
   return static_cast<int64_t>(x);
+}
+
+int64_t average_integer(DataType dtype, int64_t sum, int size, double postscale) {
+  if (postscale == 1.0) return sum / size;  // truncates toward zero
+  return scale_integer(dtype, sum, postscale / size);
 }
 
 double reduce_input(const ReduceSpec& spec, int rank, int size, int64_t index) {
@@ -473,7 +478,9 @@ double reduce_expected(const ReduceSpec& spec, int size, int64_t index) {
       const int64_t v = scale_integer(spec.dtype, reduce_k(spec, r, size, index), spec.prescale);
       acc = r == 0 ? v : fold(spec.op, acc, v);
     }
-    if (spec.op == ReduceOp::kAverage) acc /= size;  // truncates toward zero
+    if (spec.op == ReduceOp::kAverage) {
+      return static_cast<double>(average_integer(spec.dtype, acc, size, spec.postscale));
+    }
     return static_cast<double>(scale_integer(spec.dtype, acc, spec.postscale));
   }
   double acc = 0;

@@ -144,8 +144,8 @@ double load_value(herd::DataType dtype, const void* data, int64_t index);
 // k * step(dtype) with |k| bounded by the dtype's exact range over `size`
 // ranks (products use +-1 and +-2, unsigned 1 and 2); scaled cases leave
 // room for prescale 0.5 and postscale 4. Integer scaling multiplies in double
-// and rounds to nearest, ties away from zero, saturating at the dtype's range;
-// an integer average truncates toward zero.
+// and truncates toward zero, saturating at the dtype's range; an integer
+// average truncates toward zero.
 struct ReduceSpec {
   herd::DataType dtype = herd::DataType::kFloat32;
   herd::ReduceOp op = herd::ReduceOp::kSum;
@@ -161,9 +161,14 @@ double reduce_expected(const ReduceSpec& spec, int size, int64_t index);
 // that is not a power of two, double) could not hold exactly.
 double reduce_tolerance(const ReduceSpec& spec, int size, double expected);
 
-// Integer scaling as herd promises it: multiply in double, round to nearest
-// with ties away from zero (std::round), saturate to the dtype.
+// Integer scaling as herd promises it: multiply in double, truncate toward
+// zero (std::trunc), saturate to the dtype.
 int64_t scale_integer(herd::DataType dtype, int64_t value, double scale);
+
+// An integer average of `sum` over `size` ranks with its postscale: the
+// truncating integer quotient when postscale is 1, else one scaling by
+// postscale / size.
+int64_t average_integer(herd::DataType dtype, int64_t sum, int size, double postscale);
 
 // One step of a reduction folded here: acc (op) value; average adds.
 template <typename T>

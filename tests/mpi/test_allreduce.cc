@@ -145,7 +145,7 @@ int64_t expected_int(const Spec& s, const Range& range, int size, int64_t index)
     const int64_t v = scale_integer(s.dtype, input_k(s, range, r, size, index), s.prescale);
     acc = r == 0 ? v : fold(s.op, acc, v);
   }
-  if (s.op == ReduceOp::kAverage) acc /= size;  // truncates toward zero
+  if (s.op == ReduceOp::kAverage) return average_integer(s.dtype, acc, size, s.postscale);
   return scale_integer(s.dtype, acc, s.postscale);
 }
 
@@ -307,7 +307,8 @@ std::vector<Spec> sweep_specs(int round, bool with_large) {
 }
 
 // Scaled cases: powers of two, exact for every dtype, and for integers also
-// 0.25 and 3, where rounding (ties away from zero) and saturation show.
+// 0.25 and 3, where truncation toward zero and saturation show, and an
+// average with postscale 3, one truncation of the sum times 3 / p.
 std::vector<Spec> scale_specs(int round) {
   struct Scales {
     double pre;
@@ -319,7 +320,9 @@ std::vector<Spec> scale_specs(int round) {
   for (DataType dtype : kDtypes) {
     for (const Scales& scales : kScales) {
       if (scales.integers_only && !is_integer(dtype)) continue;
-      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
+      std::vector<ReduceOp> ops = {ReduceOp::kSum, ReduceOp::kMax};
+      if (scales.integers_only) ops.push_back(ReduceOp::kAverage);
+      for (ReduceOp op : ops) {
         Spec s;
         s.name = "scale/" + dtype_name(dtype) + "/" + op_name(op) + "/pre" +
                  double_string(scales.pre) + "/post" + double_string(scales.post);

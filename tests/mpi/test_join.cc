@@ -2,12 +2,16 @@
 // others' allreduces go on without them.
 //
 // Round 1: rank r runs 3 + r steps, each a batch of allreduces submitted
-// together (sum, average, min, max, product on float32 and int32, a product
-// with prescale 2, and a grouped sum), then joins. At step s the active ranks
-// are those with r >= s - 2: a rank that finished never submits the step's
-// names, so they complete only once it has joined, and every expected value
-// is folded here over the active ranks alone (joined ranks add the identity,
-// are not prescaled, and do not count in an average). The highest rank runs
+// together (sum, average, min, max, product on float32 and int32, averages of
+// int64 and of negative int32 and int64 sums, a product with prescale 2, and
+// a grouped sum), then joins. At step s the active ranks are those with
+// r >= s - 2: a rank that finished never submits the step's names, so they
+// complete only once it has joined, and every expected value is folded here
+// over the active ranks alone (joined ranks add the identity and are not
+// prescaled), except that an average divides by every rank of the job,
+// joined ones included: int32 5 + 5 over 3 ranks with one joined gives 3,
+// -7 + -7 gives -4, and float32 sums are multiplied by 1/p in float32.
+// Every value is compared exactly. The highest rank runs
 // the most steps and sleeps 50 ms before joining, so join returns p - 1 on
 // every rank. At step 3 the active ranks also submit an allgather, which must
 // fail with a message about joined ranks.
@@ -67,6 +71,10 @@ const OpCase kOps[] = {
     {"j/sum_i32", DataType::kInt32, ReduceOp::kSum, 1.0, v_input},
     {"j/avg_f32", DataType::kFloat32, ReduceOp::kAverage, 1.0, v_input},
     {"j/avg_i32", DataType::kInt32, ReduceOp::kAverage, 1.0, v_input},
+    {"j/avg_i64", DataType::kInt64, ReduceOp::kAverage, 1.0, v_input},
+    {"j/avg_i32_signs", DataType::kInt32, ReduceOp::kAverage, 1.0, w_input},
+    {"j/avg_i64_signs", DataType::kInt64, ReduceOp::kAverage, 1.0, w_input},
+    {"j/avg_f32_signs", DataType::kFloat32, ReduceOp::kAverage, 1.0, w_input},
     {"j/min_f32", DataType::kFloat32, ReduceOp::kMin, 1.0, w_input},
     {"j/min_i32", DataType::kInt32, ReduceOp::kMin, 1.0, w_input},
     {"j/max_f32", DataType::kFloat32, ReduceOp::kMax, 1.0, w_input},
@@ -76,8 +84,9 @@ const OpCase kOps[] = {
     {"j/prod_pre2", DataType::kFloat32, ReduceOp::kProduct, 2.0, u_input},
 };
 
-// The reduction over `active` of op.input at step s, element k.
-double expected_value(const OpCase& op, const std::vector<int>& active, int s, int k) {
+// The reduction over `active` of op.input at step s, element k, on a job of
+// `size` ranks (an average's divisor).
+double expected_value(const OpCase& op, const std::vector<int>& active, int size, int s, int k) {
   double acc = 0;
   bool first = true;
   for (int r : active) {
@@ -96,8 +105,13 @@ double expected_value(const OpCase& op, const std::vector<int>& active, int s, i
     first = false;
   }
   if (op.op == ReduceOp::kAverage) {
-    acc /= static_cast<double>(active.size());
-    if (is_integer(op.dtype)) acc = std::trunc(acc);
+    if (is_integer(op.dtype)) {
+      // C++ integer division truncates toward zero.
+      return static_cast<double>(static_cast<int64_t>(acc) / size);
+    }
+    // The float32 sum is exact (small integers); the average multiplies it
+    // by 1/p rounded to float32, and rounds the product to float32.
+    return static_cast<double>(static_cast<float>(acc) * static_cast<float>(1.0 / size));
   }
   return acc;
 }
@@ -140,10 +154,9 @@ void step(const Job& job, const std::string& round, int s, const std::vector<int
   for (int o = 0; o < kNumOps; ++o) {
     const OpCase& op = kOps[o];
     for (int k = 0; k < kCount; ++k) {
-      const double expected = expected_value(op, active, s, k);
+      const double expected = expected_value(op, active, job.size, s, k);
       const double actual = load_value(op.dtype, buffers[o].data(), k);
-      const double tolerance = op.op == ReduceOp::kAverage ? 1e-6 * std::fabs(expected) : 0;
-      if (std::fabs(actual - expected) > tolerance) {
+      if (actual != expected) {
         c.mismatch(o * kCount + k, std::string(op.name) + " " + double_string(expected),
                    double_string(actual));
       }
@@ -151,7 +164,7 @@ void step(const Job& job, const std::string& round, int s, const std::vector<int
   }
   const OpCase sum{"", DataType::kFloat32, ReduceOp::kSum, 1.0, v_input};
   for (int k = 0; k < 5; ++k) {
-    const double expected = expected_value(sum, active, s, k < 3 ? k : 10 + k - 3);
+    const double expected = expected_value(sum, active, job.size, s, k < 3 ? k : 10 + k - 3);
     const double actual = k < 3 ? group_a[k] : group_b[k - 3];
     if (actual != expected)
       c.mismatch(100 + k, "group " + double_string(expected), double_string(actual));

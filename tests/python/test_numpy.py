@@ -8,8 +8,9 @@ before the first is synchronized, which keeps the sweep quick and exercises seve
 names at once.
 
 herd's arithmetic, from docs/collectives.md, which the references follow:
-- integer sums and products wrap; Average truncates toward zero; prescale and postscale
-  multiply in double, round half away from zero and saturate;
+- integer sums and products wrap; Average truncates toward zero (with a postscale, one
+  truncation of the sum times postscale / p); prescale and postscale multiply in double,
+  truncate toward zero and saturate;
 - floats reduce in their own precision (float16 in float32, rounded back after each pairwise
   step), Average multiplies by 1 / p, so it may be one rounding off sum / p.
 """
@@ -27,7 +28,7 @@ from herd import _native
 
 DTYPES = [np.uint8, np.int8, np.int16, np.int32, np.int64, np.float16, np.float32, np.float64]
 OPS = [herd.Sum, herd.Average, herd.Min, herd.Max, herd.Product]
-SCALES = [(1.0, 1.0), (0.5, 3.0)]  # (prescale, postscale); halves are exact, ties on integers
+SCALES = [(1.0, 1.0), (0.5, 3.0)]  # (prescale, postscale); halves are exact, truncated on integers
 SHAPES = [(), (0,), (1,), (7,), (5, 3), (31,)]  # 7 and 31 divide by neither 2 nor 3
 # Every op with each scale on the small shapes; on about 1 MB, each op once and one scaled case.
 SMALL_CASES = [(op, pre, post) for op in OPS for pre, post in SCALES]
@@ -64,17 +65,17 @@ def make(rank, shape, dtype, salt=0):
     return values(rank, shape, dtype, salt).astype(dtype)
 
 
-def round_half_away(x):
-    return np.sign(x) * np.floor(np.abs(x) + 0.5)
+def truncate(x):
+    return np.sign(x) * np.floor(np.abs(x))
 
 
 def scale_int(x, factor, dtype):
-    """herd's integer scaling: in double, ties away from zero, saturating."""
+    """herd's integer scaling: in double, truncated toward zero, saturating."""
     if factor == 1.0:
         return x
     info = np.iinfo(dtype)
-    return np.clip(round_half_away(x.astype(np.float64) * factor), info.min, info.max).astype(
-        np.int64)
+    return np.clip(truncate(np.asarray(x).astype(np.float64) * factor), info.min,
+                   info.max).astype(np.int64)
 
 
 def wrap(x, dtype):
@@ -82,11 +83,15 @@ def wrap(x, dtype):
     return x.astype(dtype).astype(np.int64)
 
 
-def reduce_reference(per_rank, dtype, op, prescale=1.0, postscale=1.0):
-    """op over the ranks' int64 inputs, with herd's scaling and integer rules, as dtype."""
-    p = len(per_rank)
+def reduce_reference(per_rank, dtype, op, prescale=1.0, postscale=1.0, ranks=None):
+    """op over the ranks' int64 inputs, with herd's scaling and integer rules, as dtype. An
+    average divides by `ranks` (the set's size, joined ranks included), len(per_rank) if None."""
+    p = len(per_rank) if ranks is None else ranks
     if is_int(dtype):
         scaled = [scale_int(x, prescale, dtype) for x in per_rank]
+        if op == herd.Average and postscale != 1.0:
+            # One truncation of sum * (postscale / p).
+            return scale_int(wrap(sum(scaled), dtype), postscale / p, dtype).astype(dtype)
         if op in (herd.Sum, herd.Average):
             out = wrap(sum(scaled), dtype)
             if op == herd.Average:
@@ -527,8 +532,8 @@ def test_barrier_waits_for_the_last_rank(rank, size):
 
 
 def test_join(rank, size):
-    """Rank 0 joins at once; the others reduce without it (it adds the op's identity) and join
-    later, the last rank last."""
+    """Rank 0 joins at once; the others reduce without it (it adds the op's identity, and an
+    average still divides by every rank) and join later, the last rank last."""
     if rank == 0:
         assert hnp.join() == size - 1
     else:
@@ -538,8 +543,8 @@ def test_join(rank, size):
         for op in OPS:
             for dtype in (np.int32, np.float32):
                 check(hnp.allreduce(x.astype(dtype), op=op, name=f"join.{op.name}"),
-                      reduce_reference(ins, dtype, op), f"joined {op.name} {np.dtype(dtype).name}",
-                      tolerance(dtype, op))
+                      reduce_reference(ins, dtype, op, ranks=size),
+                      f"joined {op.name} {np.dtype(dtype).name}", tolerance(dtype, op))
         outs = hnp.grouped_allreduce([x, x[:2]], op=herd.Sum, name="join.grp")
         check(outs[1], reduce_reference([i[:2] for i in ins], np.int32, herd.Sum), "join group")
         # Any other collective fails while a rank is joined, naming it.

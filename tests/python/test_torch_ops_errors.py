@@ -127,11 +127,19 @@ def test_unregistered_process_set_is_refused(rank, size):
 def test_join_returns_the_last_rank_and_joined_ranks_contribute_nothing(rank, size):
     last = size - 1
     if rank == last:
-        # The others are joined (or about to): they add zeros, and an average counts
-        # only the ranks still here, so this rank gets its own values back.
+        # The others are joined (or about to): they add zeros, and an average still divides
+        # by every rank, as Horovod's: float32 times 1/size rounded to float32, integers
+        # divided truncating toward zero (values 1..11, negated for the signs).
         mine = values(rank, (4,), torch.float32)
         check(hvd.allreduce(mine, op=hvd.Sum, name="join.sum"), mine, "sum while joined")
-        check(hvd.allreduce(mine, op=hvd.Average, name="join.avg"), mine, "average")
+        reciprocal = torch.tensor(1.0 / size, dtype=torch.float64).to(torch.float32)
+        check(hvd.allreduce(mine, op=hvd.Average, name="join.avg"), mine * reciprocal,
+              "float32 average")
+        for dtype in (torch.int32, torch.int64):
+            ints = torch.cat([values(rank, (4,), dtype), -values(rank, (4,), dtype)])
+            expected = torch.tensor([int(v / size) for v in ints.tolist()], dtype=dtype)
+            check(hvd.allreduce(ints, op=hvd.Average, name=f"join.avg.{dtype}"), expected,
+                  f"{dtype} average")
     assert hvd.join() == last
     still_works(rank, size, "join")
     with pytest.raises(ValueError, match="give -1"):

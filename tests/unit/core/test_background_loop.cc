@@ -400,8 +400,9 @@ TEST_CASE("background loop: joined ranks add the identity until every rank has j
 
   // Rank 0 joins at once; rank r >= 1 runs r + 1 steps, then joins, so at
   // step s the ranks max(1, s)..p-1 submit. Each step reduces the cached j/0
-  // and the new name j/step<s>, as a sum and as an average over the ranks
-  // that submit. The last rank runs the most steps and joins last.
+  // and the new name j/step<s>, as a sum, and an average, which divides the
+  // sum of the ranks that submit by all p ranks. The last rank runs the
+  // most steps and joins last.
   std::vector<int> last_rank(p, -1);
   std::vector<std::string> blocked(p), refused_barrier(p), second_join(p);
   world.run_ranks([&](int rank) {
@@ -442,10 +443,9 @@ TEST_CASE("background loop: joined ranks add the identity until every rank has j
                                            [&](int64_t i) { return ramp_sum(active, s + 1, i); }));
       note(&failures[rank], first_mismatch(step + "fresh", fresh,
                                            [&](int64_t i) { return ramp_sum(active, s + 2, i); }));
-      note(&failures[rank],
-           first_mismatch(
-               step + "average", average,
-               [&](int64_t i) { return ramp_sum(active, s + 3, i) / active.size(); }, 1e-5));
+      note(&failures[rank], first_mismatch(
+                                step + "average", average,
+                                [&](int64_t i) { return ramp_sum(active, s + 3, i) / p; }, 1e-5));
     }
     if (rank > 0) {
       if (rank == p - 1) std::this_thread::sleep_for(milliseconds(50));

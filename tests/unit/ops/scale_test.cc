@@ -1,5 +1,6 @@
-// scale and divide: integer rounding (half away from zero) and saturation,
-// truncating integer division, floating multiplication in each type's own
+// scale, divide and average: integer scaling truncated toward zero and
+// saturated, truncating integer division, an average and its postscale
+// applied as one factor, floating multiplication in each type's own
 // precision, and the untouched-memory fast paths.
 #include <algorithm>
 #include <cmath>
@@ -40,6 +41,12 @@ std::vector<T> divided(std::vector<T> values, DataType dtype, int64_t divisor) {
   return values;
 }
 
+template <typename T>
+std::vector<T> averaged(std::vector<T> values, DataType dtype, int64_t ranks, double postscale) {
+  average(values.data(), static_cast<int64_t>(values.size()), dtype, ranks, postscale);
+  return values;
+}
+
 // The integer limits of `dtype` as doubles; the tests keep within +-2^53.
 std::pair<double, double> ref_limits(DataType dtype) {
   switch (dtype) {
@@ -51,10 +58,10 @@ std::pair<double, double> ref_limits(DataType dtype) {
   }
 }
 
-// Round half away from zero without std::round: the inputs are multiples of
-// 1/8, so floor(|x| + 0.5) is exact.
-double ref_round_half_away(double x) {
-  const double magnitude = std::floor(std::fabs(x) + 0.5);
+// Truncation toward zero without std::trunc: the magnitude rounded down,
+// with x's sign.
+double ref_truncate(double x) {
+  const double magnitude = std::floor(std::fabs(x));
   return x < 0 ? -magnitude : magnitude;
 }
 
@@ -76,23 +83,42 @@ std::vector<double> integer_inputs(DataType dtype, std::size_t count, std::mt199
 
 }  // namespace
 
-TEST_CASE("scale: integers round half away from zero and saturate", "[scale]") {
+TEST_CASE("scale: integers truncate toward zero and saturate", "[scale]") {
+  // Halves and other fractions drop toward zero, on both signs.
   CHECK(scaled<int32_t>({5, -5, 3, -3, 7, -7, 1, -1}, DataType::kInt32, 0.5) ==
-        std::vector<int32_t>{3, -3, 2, -2, 4, -4, 1, -1});
+        std::vector<int32_t>{2, -2, 1, -1, 3, -3, 0, 0});
+  CHECK(scaled<int32_t>({1, -1, 100, -100}, DataType::kInt32, 0.999) ==
+        std::vector<int32_t>{0, 0, 99, -99});
+  CHECK(scaled<int64_t>({-9, 9, 10, -10}, DataType::kInt64, 0.25) ==
+        std::vector<int64_t>{-2, 2, 2, -2});
   CHECK(scaled<int8_t>({100, -100, 64, -64, 63}, DataType::kInt8, 2.0) ==
         std::vector<int8_t>{127, -128, 127, -128, 126});
+  // Just past a limit, truncation lands back on it; rounding would not
+  // (-127 * 1.0078125 is -127.9921875).
+  CHECK(scaled<int8_t>({127, -128, -127, 126}, DataType::kInt8, 1.0078125) ==
+        std::vector<int8_t>{127, -128, -127, 126});
+  CHECK(scaled<int32_t>({2147483647, -2147483647 - 1, 1000}, DataType::kInt32, 1.0000000001) ==
+        std::vector<int32_t>{2147483647, -2147483647 - 1, 1000});
   CHECK(scaled<int16_t>({20000, -20000, 16384, -16384, 16383, -5, 5}, DataType::kInt16, 2.0) ==
         std::vector<int16_t>{32767, -32768, 32767, -32768, 32766, -10, 10});
   CHECK(scaled<int16_t>({5, -5, 3, -3, -32768}, DataType::kInt16, 0.5) ==
-        std::vector<int16_t>{3, -3, 2, -2, -16384});
+        std::vector<int16_t>{2, -2, 1, -1, -16384});
+  // uint8: a product in (-1, 0) truncates to 0; anything at or below -1
+  // saturates at 0.
   CHECK(scaled<uint8_t>({10, 200, 0}, DataType::kUInt8, -1.0) == std::vector<uint8_t>{0, 0, 0});
-  CHECK(scaled<uint8_t>({200, 127, 1}, DataType::kUInt8, 2.0) == std::vector<uint8_t>{255, 254, 2});
+  CHECK(scaled<uint8_t>({1, 3, 255}, DataType::kUInt8, -0.5) == std::vector<uint8_t>{0, 0, 0});
+  CHECK(scaled<uint8_t>({200, 127, 1, 255}, DataType::kUInt8, 2.0) ==
+        std::vector<uint8_t>{255, 254, 2, 255});
+  CHECK(scaled<uint8_t>({255, 3}, DataType::kUInt8, 0.5) == std::vector<uint8_t>{127, 1});
   constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
   constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
   CHECK(scaled<int64_t>({kInt64Max, kInt64Min, 3}, DataType::kInt64, 2.0) ==
         std::vector<int64_t>{kInt64Max, kInt64Min, 6});
+  // int64 max is 2^63 in double: half of it is 2^62.
+  CHECK(scaled<int64_t>({kInt64Max, kInt64Min}, DataType::kInt64, 0.5) ==
+        std::vector<int64_t>{int64_t{1} << 62, -(int64_t{1} << 62)});
   // Non-finite factors: infinity saturates by sign; 0 * inf and NaN have no
-  // nearest integer and give 0.
+  // integer to truncate to and give 0.
   const double inf = std::numeric_limits<double>::infinity();
   CHECK(scaled<int32_t>({4, -4, 0}, DataType::kInt32, inf) ==
         std::vector<int32_t>{std::numeric_limits<int32_t>::max(),
@@ -101,17 +127,20 @@ TEST_CASE("scale: integers round half away from zero and saturate", "[scale]") {
   CHECK(scaled<int16_t>({4, -4, 0}, DataType::kInt16, -inf) ==
         std::vector<int16_t>{-32768, 32767, 0});
   CHECK(scaled<int16_t>({4, -4}, DataType::kInt16, std::nan("")) == std::vector<int16_t>{0, 0});
+  CHECK(scaled<int64_t>({4, -4, 0}, DataType::kInt64, -inf) ==
+        std::vector<int64_t>{kInt64Min, kInt64Max, 0});
+  CHECK(scaled<uint8_t>({4, 0}, DataType::kUInt8, std::nan("")) == std::vector<uint8_t>{0, 0});
 }
 
 TEST_CASE("scale: integer sweep against the reference", "[scale]") {
   for (DataType dtype : kIntegerTypes) {
-    for (double factor : {0.5, 1.5, -2.25, 0.125, 3.0}) {
+    for (double factor : {0.5, 1.5, -2.25, 0.125, 3.0, -0.375}) {
       std::mt19937_64 rng(7);
       const std::vector<double> values = integer_inputs(dtype, 1023, rng);
       const auto [lo, hi] = ref_limits(dtype);
       std::vector<double> expected(values.size());
       for (std::size_t i = 0; i < values.size(); ++i) {
-        expected[i] = std::min(hi, std::max(lo, ref_round_half_away(values[i] * factor)));
+        expected[i] = std::min(hi, std::max(lo, ref_truncate(values[i] * factor)));
       }
       Bytes buf = testing::to_bytes(values, dtype);
       scale(buf.data(), static_cast<int64_t>(values.size()), dtype, factor);
@@ -245,6 +274,66 @@ TEST_CASE("divide: a divisor below 1 is a caller bug and throws", "[divide]") {
   CHECK_THROWS_AS(divide(&x, 1, DataType::kInt32, 0), detail::InternalError);
   CHECK_THROWS_AS(divide(&x, 1, DataType::kFloat32, -2), detail::InternalError);
   CHECK(x == 4);
+}
+
+TEST_CASE("average: integers divide exactly, or scale once with a postscale", "[average]") {
+  CHECK(averaged<int32_t>({7, -7, 6, -6, 1, -1}, DataType::kInt32, 2, 1.0) ==
+        std::vector<int32_t>{3, -3, 3, -3, 0, 0});
+  // The exact quotient, also where 1/49 in double times 49 is below 1.
+  CHECK(averaged<int32_t>({49, -49, 98, 4900}, DataType::kInt32, 49, 1.0) ==
+        std::vector<int32_t>{1, -1, 2, 100});
+  CHECK(averaged<int64_t>({-9, 9, 10}, DataType::kInt64, 4, 1.0) == std::vector<int64_t>{-2, 2, 2});
+  // With a postscale: one truncation of sum * (postscale / ranks), so
+  // 7 / 2 * 3 gives 10 (from 10.5), where dividing first would give 9.
+  CHECK(averaged<int32_t>({7, -7, 5, -5}, DataType::kInt32, 2, 3.0) ==
+        std::vector<int32_t>{10, -10, 7, -7});
+  // postscale / ranks is exactly 1: the sum comes back unchanged.
+  CHECK(averaged<int16_t>({7, -7, 32767, -32768}, DataType::kInt16, 3, 3.0) ==
+        std::vector<int16_t>{7, -7, 32767, -32768});
+  CHECK(averaged<int64_t>({10, -10}, DataType::kInt64, 4, 0.5) == std::vector<int64_t>{1, -1});
+  // Saturation and the unsigned floor, as scale.
+  CHECK(averaged<uint8_t>({200, 3}, DataType::kUInt8, 2, 3.0) == std::vector<uint8_t>{255, 4});
+  CHECK(averaged<int8_t>({100, -100}, DataType::kInt8, 2, 4.0) == std::vector<int8_t>{127, -128});
+  CHECK(averaged<uint8_t>({200, 3}, DataType::kUInt8, 2, -1.0) == std::vector<uint8_t>{0, 0});
+}
+
+TEST_CASE("average: floating types multiply once by postscale / ranks", "[average]") {
+  std::vector<double> f64{1.0, -7.0, 3.0, 0.5};
+  std::vector<double> f64_expected(f64.size());
+  for (std::size_t i = 0; i < f64.size(); ++i) f64_expected[i] = f64[i] * (2.0 / 3.0);
+  average(f64.data(), static_cast<int64_t>(f64.size()), DataType::kFloat64, 3, 2.0);
+  CHECK(f64 == f64_expected);
+
+  std::vector<float> f32{1.0f, -7.0f, 3.0f, 0.5f, 1e30f};
+  std::vector<float> f32_expected(f32.size());
+  for (std::size_t i = 0; i < f32.size(); ++i)
+    f32_expected[i] = f32[i] * static_cast<float>(0.1 / 3.0);
+  average(f32.data(), static_cast<int64_t>(f32.size()), DataType::kFloat32, 3, 0.1);
+  CHECK(f32 == f32_expected);
+
+  // Postscale 1: the reciprocal, as divide().
+  std::vector<float> reciprocal{1.0f, -7.0f};
+  average(reciprocal.data(), 2, DataType::kFloat32, 3, 1.0);
+  CHECK(reciprocal == std::vector<float>{1.0f * static_cast<float>(1.0 / 3.0),
+                                         -7.0f * static_cast<float>(1.0 / 3.0)});
+
+  // Exact in the 16-bit formats: sum / 4 * 3.
+  const std::vector<double> sums{8, -6, 3, 0};
+  const std::vector<double> expected{6, -4.5, 2.25, 0};
+  for (DataType dtype : {DataType::kFloat16, DataType::kBFloat16}) {
+    Bytes buf = testing::to_bytes(sums, dtype);
+    average(buf.data(), static_cast<int64_t>(sums.size()), dtype, 4, 3.0);
+    INFO("dtype " << to_string(dtype));
+    CHECK(first_mismatch(buf, expected, dtype) == "");
+  }
+}
+
+TEST_CASE("average: ranks below 1 is a caller bug and throws", "[average]") {
+  int32_t x = 4;
+  CHECK_THROWS_AS(average(&x, 1, DataType::kInt32, 0, 1.0), detail::InternalError);
+  CHECK_THROWS_AS(average(&x, 1, DataType::kFloat32, -2, 2.0), detail::InternalError);
+  CHECK(x == 4);
+  for (DataType dtype : testing::kAllDataTypes) average(nullptr, 0, dtype, 3, 2.0);
 }
 
 }  // namespace herd::ops
