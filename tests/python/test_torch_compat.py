@@ -101,13 +101,33 @@ def test_duplicate_pending_name_is_a_value_error_and_nothing_hangs(rank, size):
     for turn in range(size):
         if rank == turn:
             handles.append(hvd.allreduce_async(tensor, name="compat.duplicate", op=hvd.Sum))
-            with pytest.raises(ValueError, match="still pending on rank"):
+            with pytest.raises(ValueError, match="still held by handle"):
                 hvd.allreduce_async(tensor, name="compat.duplicate", op=hvd.Sum)
         hvd.barrier()
     expected = sum(rank_values(r, (4, 3), torch.float32) for r in range(size))
     got = hvd.synchronize(handles[0])
     expect(torch.equal(got, expected), f"duplicate's first submission: {got} != {expected}")
     still_works(rank, size, "duplicate")
+
+
+def test_a_name_stays_taken_until_its_handle_is_synchronized(rank, size):
+    tensor = rank_values(rank, (6,), torch.float64)
+    expected = sum(rank_values(r, (6,), torch.float64) for r in range(size))
+    handle = hvd.allreduce_async(tensor, name="compat.held", op=hvd.Sum)
+    while not hvd.poll(handle):  # complete, but not synchronized
+        pass
+    for submit in (lambda: hvd.allreduce_async(tensor, name="compat.held"),
+                   lambda: hvd.allreduce_async_(tensor.clone(), name="compat.held")):
+        with pytest.raises(ValueError, match=f"'allreduce.compat.held' is still held by handle "
+                                             f"{handle}, not synchronized yet on this rank"):
+            submit()
+    # Another collective's name of the same text is another name.
+    gathered = hvd.allgather(tensor.reshape(1, 6), name="compat.held")
+    expect(gathered.shape == (size, 6), f"allgather beside a held name: {gathered.shape}")
+    got = hvd.synchronize(handle)
+    expect(torch.equal(got, expected), f"held: {got} != {expected}")
+    again = hvd.synchronize(hvd.allreduce_async(tensor, name="compat.held", op=hvd.Sum))
+    expect(torch.equal(again, expected), f"after synchronize: {again} != {expected}")
 
 
 def test_bad_root_is_a_value_error_at_the_call(rank, size):
@@ -141,7 +161,11 @@ def test_herd_numpy_raises_the_same_types(rank, size):
     with pytest.raises(ValueError, match=f"root {size} is not a rank"):
         hnp.broadcast(array, root_rank=size, name="compat.numpy.root")
     handle = hnp.allreduce_async(array, name="compat.numpy.dup", op=herd.Sum)
-    with pytest.raises(ValueError, match="still pending on rank"):
+    with pytest.raises(ValueError, match="still held by handle"):
+        hnp.allreduce_async(array, name="compat.numpy.dup", op=herd.Sum)
+    while not hnp.poll(handle):
+        pass
+    with pytest.raises(ValueError, match="still held by handle"):
         hnp.allreduce_async(array, name="compat.numpy.dup", op=herd.Sum)
     got = hnp.synchronize(handle)
     expect(np.array_equal(got, array * size), f"numpy duplicate's first: {got}")
