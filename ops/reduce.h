@@ -31,7 +31,7 @@ void scale(void* buf, int64_t count, DataType dtype, double factor);
 // (sum 7 over 2 ranks averages to 3, sum -7 to -3). divisor must be >= 1.
 void divide(void* buf, int64_t count, DataType dtype, int64_t divisor);
 
-// Fills buf with the identity of `op` (sum and average 0, product 1, min the
+// Fills buf with the identity of `op` (sum, average and adasum 0, product 1, min the
 // type's largest value or +infinity, max its lowest or -infinity), so that
 // reducing it into anything leaves that unchanged.
 void fill_identity(void* buf, int64_t count, DataType dtype, ReduceOp op);
