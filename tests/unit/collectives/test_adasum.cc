@@ -12,6 +12,7 @@
 #include <functional>
 #include <limits>
 #include <numeric>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -140,9 +141,10 @@ std::string check_against_reference(int p, const std::vector<int64_t>& counts, c
       norm2 += expected[static_cast<std::size_t>(i)] * expected[static_cast<std::size_t>(i)];
     }
     if (std::sqrt(error2) > tolerance * std::sqrt(norm2) + 1e-300) {
-      return "tensor " + std::to_string(t) + " (" + std::to_string(counts[t]) +
-             " elements): relative error " + std::to_string(std::sqrt(error2 / norm2)) + " above " +
-             std::to_string(tolerance);
+      std::ostringstream out;
+      out << "tensor " << t << " (" << counts[t] << " elements): relative error "
+          << std::sqrt(error2 / norm2) << " above " << tolerance;
+      return out.str();
     }
     offset += counts[t];
   }
