@@ -205,6 +205,19 @@ def test_process_set_of_two(rank, size):
         hvd.remove_process_set(pair)
 
 
+@needs_power_of_two
+def test_joined_ranks_contribute_zeros(rank, size):
+    """Every rank but the last joins; the last one's vector meets zeros, which Adasum leaves
+    unchanged, so it gets its own (prescaled) vector back."""
+    last = size - 1
+    if rank == last:
+        mine = torch.from_numpy(rank_input(rank, 45, (9,), np.float64))
+        got = hvd.allreduce(mine, op=hvd.Adasum, prescale_factor=2.0, name="adasum.joined")
+        expect(torch.equal(got, 2.0 * mine), f"while joined: {got.tolist()}")
+    assert hvd.join() == last
+    still_works(rank, size, "join")
+
+
 # --------------------------------------------------------------------------
 # herd.numpy
 # --------------------------------------------------------------------------
