@@ -394,3 +394,49 @@ def test_adasum_optimizer_on_a_size_that_is_not_a_power_of_two(rank, size):
     for p, b in zip(model.parameters(), before):
         expect(torch.equal(p.detach(), b), "a parameter changed in a failed step")
     still_works(rank, size, "optimizer")
+
+
+class _FailingOnRankZero:
+    """A compression that fails on rank 0 only (while ``armed``)."""
+
+    armed = True
+
+    @staticmethod
+    def compress(tensor):
+        if _FailingOnRankZero.armed and herd.rank() == 0:
+            raise RuntimeError("compression failed on purpose")
+        return tensor, None
+
+    @staticmethod
+    def decompress(tensor, context):
+        return tensor
+
+
+@needs_power_of_two
+def test_adasum_optimizer_failure_on_one_rank_fails_every_rank(rank, size):
+    """Rank 0's submission fails in a gradient hook: rank 0 raises its own exception, the
+    others herd.Error naming it; every parameter keeps its value from before the step, and the
+    next step works."""
+    model = Net()
+    before = [p.detach().clone() for p in model.parameters()]
+    optimizer = hvd.DistributedOptimizer(make_sgd(model), named_parameters=model.named_parameters(),
+                                         compression=_FailingOnRankZero, op=hvd.Adasum)
+    x, y = batch(rank, 0)
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    if rank == 0:
+        with pytest.raises(RuntimeError, match="compression failed on purpose"):
+            optimizer.step()
+    else:
+        with pytest.raises(herd.Error, match="rank 0 failed: RuntimeError: compression failed"):
+            optimizer.step()
+    for p, b in zip(model.parameters(), before):
+        expect(torch.equal(p.detach(), b), "a parameter changed in a failed step")
+    _FailingOnRankZero.armed = False
+    try:
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        optimizer.step()
+    finally:
+        _FailingOnRankZero.armed = True
+    for name, p in model.named_parameters():
+        check_same_on_every_rank(p.detach(), f"{name} after the next step")
