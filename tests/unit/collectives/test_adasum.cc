@@ -19,6 +19,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "adasum_reference.h"
 #include "collectives/adasum.h"
 #include "collectives/inproc/inproc_transport.h"
 #include "collectives_test_util.h"
@@ -27,30 +28,7 @@
 namespace herd::collectives {
 namespace {
 
-// The reference: adasum(a, b) of the textbook rule, in double.
-std::vector<double> adasum_pair(const std::vector<double>& a, const std::vector<double>& b) {
-  double dot = 0, a2 = 0, b2 = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    dot += a[i] * b[i];
-    a2 += a[i] * a[i];
-    b2 += b[i] * b[i];
-  }
-  const double tiny = std::sqrt(std::numeric_limits<double>::min());
-  const double ca = a2 >= tiny ? 1 - dot / (2 * a2) : 1;
-  const double cb = b2 >= tiny ? 1 - dot / (2 * b2) : 1;
-  std::vector<double> out(a.size());
-  for (std::size_t i = 0; i < a.size(); ++i) out[i] = ca * a[i] + cb * b[i];
-  return out;
-}
-
-// The ranks [first, first + n) combined as a binary tree: the first half's
-// result with the second half's.
-std::vector<double> adasum_tree(const std::vector<std::vector<double>>& vectors, std::size_t first,
-                                std::size_t n) {
-  if (n == 1) return vectors[first];
-  return adasum_pair(adasum_tree(vectors, first, n / 2),
-                     adasum_tree(vectors, first + n / 2, n / 2));
-}
+using testing::adasum_tree;
 
 // Element types as the test stores them; float16 as its bits.
 template <typename T>
