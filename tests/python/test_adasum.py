@@ -181,6 +181,16 @@ def test_grouped_allreduce(rank, size):
 
 
 @needs_power_of_two
+def test_gradient_is_the_adasum_of_the_gradients(rank, size):
+    """Horovod's rule for allreduce's backward: the same operator on the incoming gradients."""
+    x = torch.from_numpy(rank_input(rank, 42, (12,), np.float64)).requires_grad_()
+    weights = torch.from_numpy(rank_input(rank, 43, (12,), np.float64))
+    (hvd.allreduce(x, op=hvd.Adasum, name="adasum.grad") * weights).sum().backward()
+    check_close(x.grad.numpy(), expected_for(43, (12,), np.float64, range(size)), np.float64,
+                "gradient")
+
+
+@needs_power_of_two
 def test_prescale_and_postscale(rank, size):
     """Horovod's order: prescale the inputs, combine, postscale the result. Adasum commutes
     with a common scale, so the result is prescale * postscale * adasum(inputs)."""
