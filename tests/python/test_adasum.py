@@ -360,6 +360,9 @@ def test_distributed_optimizer_with_adasum(rank, size, passes):
                                          named_parameters=model.named_parameters(),
                                          op=hvd.Adasum, backward_passes_per_step=passes)
     assert isinstance(optimizer, torch.optim.SGD)
+    # A Horovod script's start; every rank already holds the same model and empty state.
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(optimizer, root_rank=0)
     steps = 3
     for step in range(steps):
         optimizer.zero_grad()
