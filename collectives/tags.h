@@ -25,5 +25,9 @@ constexpr int kBinomialBroadcastTag = 141;
 constexpr int kChainBroadcastTag = 142;
 // Pairwise alltoallv (alltoall.cc).
 constexpr int kPairwiseAlltoallvTag = 151;
+// Adasum allreduce (adasum.cc).
+constexpr int kAdasumExchangeTag = 161;
+constexpr int kAdasumNormsTag = 162;
+constexpr int kAdasumAllgatherTag = 163;
 
 }  // namespace herd::collectives::detail

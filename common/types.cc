@@ -46,6 +46,7 @@ std::string to_string(ReduceOp op) {
     case ReduceOp::kMin: return "min";
     case ReduceOp::kMax: return "max";
     case ReduceOp::kProduct: return "product";
+    case ReduceOp::kAdasum: return "adasum";
   }
   return fmt::format("ReduceOp({})", static_cast<int>(op));
 }

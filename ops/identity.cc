@@ -26,7 +26,8 @@ template <typename T>
 T identity_of(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAverage: return T{0};
+    case ReduceOp::kAverage:
+    case ReduceOp::kAdasum: return T{0};
     case ReduceOp::kProduct: return T{1};
     case ReduceOp::kMin:
       return std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity()
@@ -42,7 +43,8 @@ uint16_t sixteen_bit_identity(ReduceOp op, uint16_t zero, uint16_t one, uint16_t
                               uint16_t minus_infinity) {
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAverage: return zero;
+    case ReduceOp::kAverage:
+    case ReduceOp::kAdasum: return zero;
     case ReduceOp::kProduct: return one;
     case ReduceOp::kMin: return plus_infinity;
     case ReduceOp::kMax: return minus_infinity;

@@ -171,6 +171,7 @@ KernelFn select_for_op(ReduceOp op) {
     case ReduceOp::kMin: return &reduce_kernel<ReduceOp::kMin, Element>;
     case ReduceOp::kMax: return &reduce_kernel<ReduceOp::kMax, Element>;
     case ReduceOp::kProduct: return &reduce_kernel<ReduceOp::kProduct, Element>;
+    case ReduceOp::kAdasum: break;  // not element-wise: collectives/adasum.h
   }
   herd::detail::throw_internal_error(__FILE__, __LINE__, "unknown ReduceOp " + to_string(op));
 }

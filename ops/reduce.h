@@ -41,7 +41,7 @@ void divide(void* buf, int64_t count, DataType dtype, int64_t divisor);
 // once. ranks must be >= 1.
 void average(void* buf, int64_t count, DataType dtype, int64_t ranks, double postscale);
 
-// Fills buf with the identity of `op` (sum and average 0, product 1, min the
+// Fills buf with the identity of `op` (sum, average and adasum 0, product 1, min the
 // type's largest value or +infinity, max its lowest or -infinity), so that
 // reducing it into anything leaves that unchanged.
 void fill_identity(void* buf, int64_t count, DataType dtype, ReduceOp op);

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "collectives/adasum.h"
 #include "ops/reduce.h"
 
 namespace herd::detail {
@@ -28,6 +29,7 @@ uint8_t* FusionExecutor::fusion_buffer(std::size_t bytes) {
 
 Status FusionExecutor::allreduce(const Response& spec, const std::vector<TensorEntry*>& entries,
                                  Contribution contribution, std::size_t later_bytes) {
+  if (spec.op == ReduceOp::kAdasum) return adasum(spec, entries, contribution);
   const std::size_t element_bytes = element_size(spec.dtype);
   int64_t total_count = 0;
   for (const TensorEntry* entry : entries) total_count += entry->request.num_elements();
@@ -86,6 +88,50 @@ Status FusionExecutor::allreduce(const Response& spec, const std::vector<TensorE
                                                 transport_, options_, finish));
   }
 
+  if (entries.size() > 1) {
+    std::size_t offset = 0;
+    for (TensorEntry* entry : entries) {
+      const std::size_t bytes = entry->output.num_bytes();
+      if (bytes > 0) std::memcpy(entry->output.data, buffer + offset, bytes);
+      offset += bytes;
+    }
+  }
+  return Status::ok();
+}
+
+Status FusionExecutor::adasum(const Response& spec, const std::vector<TensorEntry*>& entries,
+                              Contribution contribution) {
+  // Adasum works in place: one tensor in its output, several in the fusion
+  // buffer. A joined rank's input is zeros (the identity fill), which leaves
+  // the other ranks' vectors unchanged.
+  const std::size_t element_bytes = element_size(spec.dtype);
+  std::vector<int64_t> counts;
+  int64_t total_count = 0;
+  for (const TensorEntry* entry : entries) {
+    counts.push_back(entry->request.num_elements());
+    total_count += counts.back();
+  }
+  uint8_t* buffer;
+  if (entries.size() == 1) {
+    const TensorEntry& entry = *entries.front();
+    buffer = static_cast<uint8_t*>(entry.output.data);
+    if (entry.input.data != entry.output.data && total_count > 0) {
+      std::memcpy(buffer, entry.input.data, static_cast<std::size_t>(total_count) * element_bytes);
+    }
+  } else {
+    buffer = fusion_buffer(static_cast<std::size_t>(total_count) * element_bytes);
+    std::size_t offset = 0;
+    for (const TensorEntry* entry : entries) {
+      const std::size_t bytes = entry->input.num_bytes();
+      if (bytes > 0) std::memcpy(buffer + offset, entry->input.data, bytes);
+      offset += bytes;
+    }
+  }
+  if (!contribution.identity) ops::scale(buffer, total_count, spec.dtype, spec.prescale);
+  // The submission checked the dtype and the set's size, so this fails only
+  // on a transfer.
+  HERD_RETURN_IF_ERROR(collectives::adasum_allreduce(buffer, counts, spec.dtype, transport_));
+  ops::scale(buffer, total_count, spec.dtype, spec.postscale);
   if (entries.size() > 1) {
     std::size_t offset = 0;
     for (TensorEntry* entry : entries) {

@@ -5,6 +5,12 @@
 // input straight into its output; a larger group is packed into the fusion
 // buffer, reduced once in place and unpacked. The executor owns the fusion buffer, which grows to
 // the largest group seen and never beyond HERD_FUSION_THRESHOLD.
+//
+// Adasum (ReduceOp::kAdasum) runs collectives/adasum.h over the transport on
+// the same buffer, in place: each tensor of a fused group keeps its own
+// coefficients, so fusing changes no result. As Horovod applies them, the
+// prescale multiplies the inputs before the reduction and the postscale the
+// result after it.
 #pragma once
 
 #include <cstdint>
@@ -60,6 +66,8 @@ class FusionExecutor {
 
  private:
   uint8_t* fusion_buffer(std::size_t bytes);
+  [[nodiscard]] Status adasum(const Response& spec, const std::vector<TensorEntry*>& entries,
+                              Contribution contribution);
 
   collectives::Transport& transport_;
   collectives::AllreduceOptions options_;

@@ -136,7 +136,7 @@ class Reader : public ByteReader {
   void arguments(CollectiveArguments* a) {
     a->name = string();
     a->dtype = enumerator("dtype", kLastDataType);
-    a->op = enumerator("op", ReduceOp::kProduct);
+    a->op = enumerator("op", ReduceOp::kAdasum);
     a->prescale = f64();
     a->postscale = f64();
     a->device = device();

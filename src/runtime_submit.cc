@@ -4,7 +4,9 @@
 
 #include <fmt/format.h>
 
+#include "collectives/adasum.h"
 #include "herd/error.h"
+#include "ops/adasum.h"
 #include "src/handle_state.h"
 #include "src/request_validation.h"
 #include "src/runtime.h"
@@ -47,6 +49,29 @@ void set_reduction(Request* request, ReduceOp op, double prescale, double postsc
 
 std::string describe(CollectiveType type, const std::string& name) {
   return fmt::format("{} '{}'", to_string(type), name);
+}
+
+// What Adasum takes (collectives/adasum.h), checked when it is asked for, on
+// every rank alike: a dtype other than float16/32/64 is this call's mistake;
+// GPU memory and a set whose size is not a power of two are requests herd
+// does not support (as in Horovod, which refuses those at the call too).
+void check_adasum(const std::string& what, DataType dtype, const Device& device,
+                  const ProcessSetState& state) {
+  if (!ops::adasum_supports(dtype)) {
+    throw invalid_argument(fmt::format(
+        "{}: Adasum reduces float16, float32 and float64 tensors, not {}", what, to_string(dtype)));
+  }
+  if (device.type != DeviceType::kCPU) {
+    throw Error(
+        fmt::format("{}: Adasum runs on CPU tensors only, not on {}", what, to_string(device)),
+        ErrorKind::kNotImplemented);
+  }
+  if (!collectives::adasum_supports_ranks(state.set_size())) {
+    throw Error(fmt::format("{}: Adasum needs a process set whose size is a power of two "
+                            "(1, 2, 4, 8, ...); process set {} has {} ranks",
+                            what, state.id(), state.set_size()),
+                ErrorKind::kNotImplemented);
+  }
 }
 
 }  // namespace
@@ -104,6 +129,7 @@ Handle Runtime::allreduce_async(const std::string& name, const TensorView& input
   const std::string what = describe(CollectiveType::kAllreduce, name);
   throw_if_invalid(validate_reduction(what, input, output, prescale, postscale));
   ProcessSetState& state = member_state(set, what);
+  if (op == ReduceOp::kAdasum) check_adasum(what, input.dtype, input.device, state);
   TensorEntry entry = make_entry(CollectiveType::kAllreduce, name, input, state);
   require_usable_device(what, "output", output);
   set_reduction(&entry.request, op, prescale, postscale);
@@ -170,6 +196,14 @@ Handle Runtime::reducescatter_async(const std::string& name, const TensorView& i
   throw_if_invalid(require_rows(what, input));
   throw_if_invalid(require_output(what, output));
   throw_if_invalid(require_finite(what, prescale, postscale));
+  if (op == ReduceOp::kAdasum) {
+    // As in Horovod: Adasum combines whole vectors, and a reducescatter
+    // leaves each rank a part of one.
+    throw Error(fmt::format("{}: reducescatter does not take Adasum; use op=Sum or op=Average "
+                            "(Adasum is an allreduce)",
+                            what),
+                ErrorKind::kNotImplemented);
+  }
   ProcessSetState& state = member_state(set, what);
   TensorEntry entry = make_entry(CollectiveType::kReducescatter, name, input, state);
   set_reduction(&entry.request, op, prescale, postscale);
@@ -211,6 +245,7 @@ Handle Runtime::grouped_allreduce_async(const std::vector<std::string>& names,
     require_usable_device(member, "output", outputs[i]);
   }
   ProcessSetState& state = member_state(set, what);
+  if (op == ReduceOp::kAdasum) check_adasum(what, inputs[0].dtype, inputs[0].device, state);
   // One ready event, on the first member's stream: a group is produced by
   // one backward pass, on one stream.
   TensorEntry entry = make_entry(CollectiveType::kGroupedAllreduce, name, inputs[0], state);

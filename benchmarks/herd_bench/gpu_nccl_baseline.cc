@@ -48,6 +48,7 @@ ncclRedOp_t nccl_op(ReduceOp op) {
     case ReduceOp::kMin: return ncclMin;
     case ReduceOp::kMax: return ncclMax;
     case ReduceOp::kProduct: return ncclProd;
+    case ReduceOp::kAdasum: break;  // no NCCL counterpart; the baseline does not run it
   }
   return ncclSum;
 }

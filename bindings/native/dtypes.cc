@@ -91,7 +91,8 @@ void bind_dtypes(py::module_& m) {
       .value("AVERAGE", ReduceOp::kAverage)
       .value("MIN", ReduceOp::kMin)
       .value("MAX", ReduceOp::kMax)
-      .value("PRODUCT", ReduceOp::kProduct);
+      .value("PRODUCT", ReduceOp::kProduct)
+      .value("ADASUM", ReduceOp::kAdasum);
   m.def("dtype_names", &dtype_names, "The element types herd's collectives take, by name.");
   m.def(
       "element_size", [](const std::string& dtype) { return element_size(parse_dtype(dtype)); },

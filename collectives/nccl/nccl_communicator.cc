@@ -101,6 +101,10 @@ Status reduce_op(ReduceOp op, ncclRedOp_t* nccl_op) {
       return Status::error(
           "NCCL reductions take sum, min, max or product, not average: reduce an average as a "
           "sum and divide by the number of ranks");
+    case ReduceOp::kAdasum:
+      return Status::not_implemented(
+          "NCCL reductions do not take Adasum, which herd runs on the "
+          "CPU only");
   }
   return Status::error(fmt::format("unknown reduction operator {}", static_cast<int>(op)));
 }

@@ -70,6 +70,9 @@ int nccl_version_code();
 // input is multiplied by `prescale` before the reduction and the result by
 // `postscale` after it. input and output may be the same buffer. Throws at
 // once if `name` is still pending on this rank or the views are malformed.
+// ReduceOp::kAdasum (docs/adasum.md) throws at once for a dtype other than
+// float16/32/64 (kInvalidArgument), for GPU memory or for a process set whose
+// size is not a power of two (kNotImplemented).
 Handle allreduce_async(const std::string& name, TensorView input, TensorView output, ReduceOp op,
                        double prescale = 1.0, double postscale = 1.0,
                        const ProcessSet& process_set = ProcessSet());
@@ -110,6 +113,7 @@ void alltoall(const std::string& name, TensorView input, std::vector<int64_t> sp
 // Reduces `input` across ranks like allreduce, then leaves rank i only its
 // block of rows of the result: with R rows and p ranks, rank i gets
 // R / p rows, and the first R % p ranks one row more, in rank order.
+// ReduceOp::kAdasum throws at once (kNotImplemented).
 Handle reducescatter_async(const std::string& name, TensorView input, Tensor* output, ReduceOp op,
                            double prescale = 1.0, double postscale = 1.0,
                            const ProcessSet& process_set = ProcessSet());
@@ -137,7 +141,7 @@ void barrier(const ProcessSet& process_set = ProcessSet());
 // join(), and returns the rank that joined last (of several that joined in
 // the same agreement round, the highest). Meanwhile the other ranks'
 // allreduces and grouped allreduces proceed, this rank contributing the
-// identity of each op (0 for sum and average, 1 for product, +infinity or the
+// identity of each op (0 for sum, average and adasum, 1 for product, +infinity or the
 // type's largest value for min, -infinity or its lowest for max, without
 // prescale); an average still divides by the number of ranks in the set,
 // joined ones included. Any other collective submitted

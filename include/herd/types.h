@@ -27,12 +27,16 @@ enum class DataType {
 // kAverage is a sum followed by a division by the process set's size (ranks
 // that have called herd::join included: they contribute zeros); for integer
 // types that division truncates toward zero (see docs/collectives.md).
+// kAdasum combines the ranks' vectors by the Adasum rule (collectives/adasum.h):
+// allreduce only, float16/float32/float64 CPU tensors, on a process set whose
+// size is a power of two. Like DataType, a new operator is appended.
 enum class ReduceOp {
   kSum,
   kAverage,
   kMin,
   kMax,
   kProduct,
+  kAdasum,
 };
 
 enum class DeviceType {
@@ -54,7 +58,7 @@ struct Device {
 std::size_t element_size(DataType dtype);
 // "float32", "int8", ...: the names error messages use.
 std::string to_string(DataType dtype);
-// "sum", "average", "min", "max", "product".
+// "sum", "average", "min", "max", "product", "adasum".
 std::string to_string(ReduceOp op);
 // "cpu", "gpu:1".
 std::string to_string(const Device& device);

@@ -193,7 +193,8 @@ bool is_known(ReduceOp op) {
     case ReduceOp::kAverage:
     case ReduceOp::kMin:
     case ReduceOp::kMax:
-    case ReduceOp::kProduct: return true;
+    case ReduceOp::kProduct:
+    case ReduceOp::kAdasum: return true;  // identity zeros, as for a sum
   }
   return false;
 }

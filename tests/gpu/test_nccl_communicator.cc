@@ -151,6 +151,7 @@ double input_value(DataType dtype, ReduceOp op, uint64_t seed, int key, int64_t 
     case ReduceOp::kProduct:
       if (key < 3 && h % 4 == 0) return 2;
       return is_unsigned || (h >> 8) % 2 == 0 ? 1 : -1;
+    case ReduceOp::kAdasum: break;  // not a NCCL reduction
   }
   return 0;
 }
@@ -162,6 +163,7 @@ double combine(ReduceOp op, double a, double b) {
     case ReduceOp::kMin: return a < b ? a : b;
     case ReduceOp::kMax: return a > b ? a : b;
     case ReduceOp::kProduct: return a * b;
+    case ReduceOp::kAdasum: break;  // not a NCCL reduction
   }
   return 0;
 }

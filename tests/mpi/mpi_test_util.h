@@ -179,6 +179,7 @@ T fold(herd::ReduceOp op, T acc, T value) {
     case herd::ReduceOp::kMin: return std::min(acc, value);
     case herd::ReduceOp::kMax: return std::max(acc, value);
     case herd::ReduceOp::kProduct: return acc * value;
+    case herd::ReduceOp::kAdasum: break;  // not element-wise
   }
   return acc;
 }

@@ -469,8 +469,6 @@ def test_argument_errors(rank, size):
         hvd.DistributedOptimizer(sgd(model.parameters()), named_parameters=named[1:])
     with pytest.raises(ValueError, match="tuples"):
         hvd.DistributedOptimizer(sgd(model.parameters()), named_parameters=[p for _, p in named])
-    with pytest.raises(NotImplementedError, match="Adasum"):
-        hvd.DistributedOptimizer(sgd(model.parameters()), op=hvd.Adasum)
     with pytest.raises(ValueError, match="gradient_predivide_factor"):
         hvd.DistributedOptimizer(sgd(model.parameters()), op=hvd.Sum,
                                  gradient_predivide_factor=2.0)

@@ -1,8 +1,10 @@
 """Reduction operators, named as Horovod names them.
 
-``Sum``, ``Average``, ``Min``, ``Max`` and ``Product`` are herd's C++
-operators. ``Adasum`` exists so scripts that mention it import, but herd does
-not implement it: using it raises NotImplementedError.
+``Sum``, ``Average``, ``Min``, ``Max``, ``Product`` and ``Adasum`` are herd's
+C++ operators. ``Adasum`` combines the ranks' vectors by the Adasum rule
+(docs/adasum.md): allreduce only, on float16/float32/float64 CPU tensors, over
+a process set whose size is a power of two; herd refuses anything else at the
+call.
 """
 
 from herd._native import ReduceOp
@@ -12,14 +14,7 @@ Average = ReduceOp.AVERAGE
 Min = ReduceOp.MIN
 Max = ReduceOp.MAX
 Product = ReduceOp.PRODUCT
-
-
-class _AdasumOp:
-    def __repr__(self):
-        return "Adasum"
-
-
-Adasum = _AdasumOp()
+Adasum = ReduceOp.ADASUM
 
 
 def resolve_op(op, average, caller):
@@ -32,12 +27,8 @@ def resolve_op(op, average, caller):
         raise ValueError(f"{caller}: give op= or the deprecated average=, not both")
     if op is None:
         op = Sum if average is False else Average
-    if op is Adasum:
-        raise NotImplementedError(
-            f"{caller}: herd does not implement Adasum; use op=Average or op=Sum"
-        )
     if not isinstance(op, ReduceOp):
         raise ValueError(
-            f"{caller}: op={op!r} is not one of Sum, Average, Min, Max, Product"
+            f"{caller}: op={op!r} is not one of Sum, Average, Min, Max, Product, Adasum"
         )
     return op

@@ -17,7 +17,7 @@ const std::vector<DataType> kDataTypes = {
     DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16,
     DataType::kFloat32, DataType::kFloat64, DataType::kInt16};
 const std::vector<ReduceOp> kOps = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin,
-                                    ReduceOp::kMax, ReduceOp::kProduct};
+                                    ReduceOp::kMax, ReduceOp::kProduct, ReduceOp::kAdasum};
 const std::vector<Device> kDevices = {Device::cpu(), Device::gpu(0), Device::gpu(7)};
 const std::vector<std::vector<int64_t>> kShapes = {
     {}, {0}, {1}, {4, 3}, {2, 0, 5}, {1 << 20, 1 << 12}, {1, 1, 1, 1, 1, 1, 1, 1}};
@@ -221,7 +221,7 @@ TEST_CASE("message: corrupt bytes fail cleanly", "[message]") {
       {10, 7, "corrupt RequestList at byte 10: collective 7 out of range"},
       {16, 9, "corrupt RequestList at byte 16: dtype 9 out of range"},
       {16, 255, "corrupt RequestList at byte 16: dtype 255 out of range"},
-      {17, 5, "corrupt RequestList at byte 17: op 5 out of range"},
+      {17, 6, "corrupt RequestList at byte 17: op 6 out of range"},
       {34, 2, "corrupt RequestList at byte 34: device type 2 out of range"},
       {11, 200, "truncated RequestList at byte 15: 200 bytes needed, 40 left"},
       {2, 2, "truncated RequestList at byte 6: 2 entries announced, 49 bytes left"},

@@ -94,6 +94,7 @@ double ref_apply(ReduceOp op, double a, double b) {
     case ReduceOp::kMin: return b < a ? b : a;
     case ReduceOp::kMax: return a < b ? b : a;
     case ReduceOp::kProduct: return a * b;
+    case ReduceOp::kAdasum: break;  // not element-wise: ops/adasum.h
   }
   return 0;
 }

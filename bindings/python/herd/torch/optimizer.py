@@ -63,6 +63,7 @@ from herd.torch.mpi_ops import (
     sparse_allreduce_async,
     synchronize,
 )
+from herd.torch.optimizer_adasum import adasum_optimizer
 
 __all__ = ["DistributedOptimizer"]
 
@@ -590,7 +591,9 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
             float16 and come back in their own dtype).
         backward_passes_per_step: backward passes whose gradients add up locally before the
             reduction; ``step()`` follows the last of them.
-        op: ``Average`` (default) or ``Sum``; ``Adasum`` raises NotImplementedError.
+        op: ``Average`` (default) or ``Sum``; ``Adasum`` on more than one rank gives the
+            Adasum optimizer instead (optimizer_adasum.py), which reduces each step's
+            parameter change and ignores groups and sparse_as_dense.
         gradient_predivide_factor: with Average, gradients are multiplied by 1/f before the
             sum and by f/size after it (same mean, different rounding and range).
         num_groups: deprecated spelling of ``groups=<int>``.
@@ -601,10 +604,6 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         process_set: reduce among this set's ranks only; elsewhere the optimizer steps
             locally.
     """
-    if op is Adasum:
-        raise NotImplementedError(
-            "DistributedOptimizer: herd does not implement Adasum; use op=Average or op=Sum"
-        )
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("DistributedOptimizer: gradient_predivide_factor applies to "
                          "op=Average only")
@@ -641,6 +640,10 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     if getattr(type(optimizer), "_herd_class", None) is type(optimizer):
         raise ValueError("the optimizer is already a DistributedOptimizer")
 
+    if op is Adasum and size() > 1:
+        return adasum_optimizer(optimizer, _parameter_names(optimizer.param_groups,
+                                                            named_parameters),
+                                compression, backward_passes_per_step, process_set)
     cls = _distributed_class(type(optimizer))
     wrapped = cls.__new__(cls)
     # The optimizer's attributes carry over, except instance attributes that shadow methods
