@@ -17,7 +17,9 @@
 // Modes (argv[1]): "api" (the above); "env <path>": HERD_TIMELINE=<path> and
 // HERD_TIMELINE_MARK_CYCLES=1 are set by ctest, and the file must hold the
 // operations from init on with cycle marks; "bad_env": HERD_TIMELINE names a
-// missing directory, and init must fail on every rank, naming it. An optional
+// missing directory, and init must fail on every rank, naming it;
+// "failed_init <path>": HERD_TIMELINE=<path> opens, then HERD_NUM_SERVERS=2 (no
+// worker left) fails init, and the file must be finished (valid JSON). An optional
 // "algorithms <small> <large>" names the allreduce algorithm expected for a
 // 12-byte and a 128 KiB tensor (ctest sets HERD_SHM_ALLREDUCE_BYTES=0 there).
 #include <mpi.h>
@@ -25,6 +27,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <set>
@@ -532,6 +535,33 @@ int main(int argc, char** argv) {
       std::printf("test_timeline bad_env: %s: \"%s\"\n", ok ? "passed" : "FAILED", e.what());
       return ok ? 0 : 1;
     }
+  }
+  if (mode == "failed_init" && argc > 2) {
+    // HERD_TIMELINE opens, then init fails (HERD_NUM_SERVERS leaves no
+    // worker): the file is finished all the same. MPI is gone after the failed init, so the rank
+    // comes from Open MPI's environment.
+    const char* world_rank = std::getenv("OMPI_COMM_WORLD_RANK");
+    const int rank = world_rank != nullptr ? std::atoi(world_rank) : 0;
+    Recorder rec("test_timeline failed_init", rank);
+    try {
+      herd::init();
+      rec.fail("failed init", "herd::init succeeded with a bad setting");
+      herd::shutdown();
+    } catch (const herd::Error& e) {
+      rec.check(
+          std::string(e.what()).find("HERD_NUM_SERVERS=2 leaves no worker") != std::string::npos,
+          "failed init", std::string("threw \"") + e.what() + "\"");
+    }
+    const std::string path = rank_path(argv[2], rank);
+    const json file = parse_file(rec, "failed init", path);
+    if (!file.is_null()) {
+      const Trace trace = read_trace(file);
+      for (const std::string& problem : trace.problems) rec.fail("failed init", problem);
+      rec.check(trace.rank == rank && trace.spans.empty(), "failed init",
+                "not an empty timeline of this rank");
+    }
+    std::remove(path.c_str());
+    return rec.finish();
   }
   try {
     herd::init();
