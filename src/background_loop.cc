@@ -70,9 +70,11 @@ GpuSetContext with_config(GpuSetContext context, const Config* config) {
   return context;
 }
 
-// The bytes this rank puts into `entry`'s operation, for the timeline.
+// The bytes this rank puts into `entry`'s operation, for the timeline: a
+// grouped allreduce's members (its input is the first member's too).
 int64_t input_bytes(const TensorEntry& entry) {
-  auto bytes = static_cast<int64_t>(entry.input.num_bytes());
+  if (entry.group_inputs.empty()) return static_cast<int64_t>(entry.input.num_bytes());
+  int64_t bytes = 0;
   for (const TensorView& view : entry.group_inputs) bytes += static_cast<int64_t>(view.num_bytes());
   return bytes;
 }

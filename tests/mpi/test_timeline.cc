@@ -2,17 +2,17 @@
 // docs/timeline.md) through the whole runtime.
 //
 // Each rank writes its own file ("%r"), runs allreduces, an allgather, a
-// broadcast, an alltoall and a reducescatter, stops, and parses its file as
-// JSON: the header's clock reading lies between the test's own readings
-// around the start, every submitted name has one track, spans nest on every
-// track with timestamps that never go back, and each tensor's track holds
-// exactly its negotiation then its operation, with the bytes this rank put
-// in and, inside an allreduce, exactly one algorithm among the copies into
-// and out of the fusion buffer. A restart with a new path finishes the first
-// file; the same path twice keeps writing; stopping twice is harmless; a path
-// without "%r" is rank 0's alone; a file that cannot be opened throws; and
-// herd::shutdown finishes a running timeline, closing the negotiation of a
-// tensor that never ran.
+// broadcast, an alltoall, a reducescatter and a grouped allreduce, stops, and
+// parses its file as JSON: the header's clock reading lies between the test's
+// own readings around the start, every submitted name has one track, spans
+// nest on every track with timestamps that never go back, and each tensor's
+// track holds exactly its negotiation then its operation, with the bytes this
+// rank put in and, inside it, exactly its algorithm (for an allreduce, among
+// the copies into and out of the fusion buffer; nothing in a group's). A
+// restart with a new path finishes the first file; the same path twice keeps
+// writing; stopping twice is harmless; a path without "%r" is rank 0's alone;
+// a file that cannot be opened throws; and herd::shutdown finishes a running
+// timeline, closing the negotiation of a tensor that never ran.
 //
 // Modes (argv[1]): "api" (the above); "env <path>": HERD_TIMELINE=<path> and
 // HERD_TIMELINE_MARK_CYCLES=1 are set by ctest, and the file must hold the
@@ -267,6 +267,14 @@ std::map<std::string, Submitted> run_collectives(Recorder& rec, const std::strin
     herd::reducescatter(prefix + "scatter", {scattered.data(), DataType::kFloat32, {size, 2}},
                         &part, ReduceOp::kSum);
     submitted[prefix + "scatter"] = {"REDUCESCATTER", 8 * size};
+
+    // One row for the group, named after its members; 12 + 20 bytes.
+    std::vector<float> first(3, 1.0f);
+    std::vector<float> second(5, 1.0f);
+    const std::vector<herd::TensorView> group = {{first.data(), DataType::kFloat32, {3}},
+                                                 {second.data(), DataType::kFloat32, {5}}};
+    herd::grouped_allreduce({prefix + "g0", prefix + "g1"}, group, group, ReduceOp::kSum);
+    submitted["{" + prefix + "g0, " + prefix + "g1}"] = {"GROUPED_ALLREDUCE", 32};
   } catch (const herd::Error& e) {
     rec.fail(prefix + "collectives", std::string("threw: ") + e.what());
   }
@@ -283,6 +291,18 @@ void check_collectives(Recorder& rec, const Trace& trace,
     if (what.operation == "ALLREDUCE") {
       const bool small = name.size() >= 5 && name.compare(name.size() - 5, 5, "small") == 0;
       check_allreduce_inside(rec, name, inside, small ? small_algorithm : large_algorithm);
+    } else if (what.operation == "GROUPED_ALLREDUCE") {
+      rec.check(inside.empty(), "inside " + name, "holds " + span_names(inside));
+    } else {
+      // The other collectives' algorithm, alone.
+      const std::map<std::string, std::string> algorithm = {
+          {"ALLGATHER", "RING_ALLGATHER"},
+          {"BROADCAST", "TREE_BROADCAST"},
+          {"ALLTOALL", "PAIRWISE_ALLTOALL"},
+          {"REDUCESCATTER", "RING_REDUCESCATTER"}};
+      rec.check(
+          inside.size() == 1 && inside[0].name == algorithm.at(what.operation), "inside " + name,
+          "holds " + span_names(inside) + ", expected [" + algorithm.at(what.operation) + "]");
     }
   }
 }
