@@ -5,8 +5,8 @@
 // application threads driving them) only append small records to a buffer
 // under a short lock: a tensor's name, a label that is a string literal, a
 // clock reading. The timeline's own writer thread swaps the buffer out every
-// few milliseconds, formats the records as JSON and writes them, so no cycle
-// waits for formatting or the disk. The buffers are reused, names included,
+// 50 ms (sooner when it fills), formats the records as JSON and writes them,
+// so no cycle waits for formatting or the disk. The buffers are reused, names included,
 // so recording allocates nothing once they have grown to a batch's size.
 //
 // Each tensor name is one "process" of the trace (pid), each process set one
