@@ -269,6 +269,16 @@ ProcessSet global_process_set() {
   return running("global_process_set").global_process_set();
 }
 
+void start_timeline(const std::string& path, bool mark_cycles) {
+  std::shared_lock<std::shared_mutex> lock(g_runtime_mutex);
+  running("start_timeline").start_timeline(path, mark_cycles);
+}
+
+void stop_timeline() {
+  std::shared_lock<std::shared_mutex> lock(g_runtime_mutex);
+  running("stop_timeline").stop_timeline();
+}
+
 bool poll(const Handle& handle) {
   if (!handle.valid()) throw Error("herd::poll: the handle refers to no operation");
   return handle.state()->done();

@@ -13,6 +13,7 @@
 #include "src/cycle_bits.h"
 #include "src/fusion_plan.h"
 #include "src/spin_wait.h"
+#include "src/timeline.h"
 
 namespace herd::detail {
 namespace {
@@ -69,13 +70,23 @@ GpuSetContext with_config(GpuSetContext context, const Config* config) {
   return context;
 }
 
+// The bytes this rank puts into `entry`'s operation, for the timeline: a
+// grouped allreduce's members (its input is the first member's too).
+int64_t input_bytes(const TensorEntry& entry) {
+  if (entry.group_inputs.empty()) return static_cast<int64_t>(entry.input.num_bytes());
+  int64_t bytes = 0;
+  for (const TensorView& view : entry.group_inputs) bytes += static_cast<int64_t>(view.num_bytes());
+  return bytes;
+}
+
 }  // namespace
 
 BackgroundLoop::BackgroundLoop(const Config& config, TensorQueue& queue, ControlChannel& control,
                                collectives::Transport& transport, std::vector<int> global_ranks,
                                std::string stop_reason, GpuSupport* gpu, GpuSetContext gpu_context,
-                               ShmPath shm)
+                               ShmPath shm, int set_id)
     : config_(config),
+      set_id_(set_id),
       global_ranks_(std::move(global_ranks)),
       stop_reason_(std::move(stop_reason)),
       cycle_time_(static_cast<int64_t>(config.cycle_time_ms * 1000.0)),
@@ -83,9 +94,10 @@ BackgroundLoop::BackgroundLoop(const Config& config, TensorQueue& queue, Control
       stall_shutdown_(seconds_setting(config.stall_shutdown_seconds)),
       queue_(queue),
       control_(control),
-      executor_(transport, allreduce_options(config), shm),
+      executor_(transport, allreduce_options(config), shm, set_id),
       collective_executor_(transport, executor_,
-                           static_cast<std::size_t>(config.ring_segment_bytes), global_ranks_),
+                           static_cast<std::size_t>(config.ring_segment_bytes), global_ranks_,
+                           set_id),
       gpu_(gpu),
       gpu_context_(with_config(std::move(gpu_context), &config_)),
       cache_(static_cast<std::size_t>(config.cache_capacity)),
@@ -243,6 +255,8 @@ void BackgroundLoop::drive_until_done(const HandleState& handle) {
 }
 
 Status BackgroundLoop::run_cycle(bool* stop) {
+  Timeline& timeline = process_timeline();
+  if (timeline.on()) timeline.mark_cycle(set_id_, Timeline::Clock::now());
   const bool joined = join_.begin_cycle();
   HERD_RETURN_IF_ERROR(poll_gpu());
   for (TensorEntry& entry : queue_.drain()) classify(std::move(entry));
@@ -426,6 +440,11 @@ void BackgroundLoop::fail_cached_entries_blocked_by_join() {
 }
 
 void BackgroundLoop::classify(TensorEntry entry) {
+  Timeline& timeline = process_timeline();
+  if (timeline.on()) {
+    timeline.begin(entry.request.name, set_id_, Timeline::negotiate_label(entry.request.type),
+                   entry.submitted);
+  }
   const ResponseCache::Lookup lookup = cache_.lookup(entry.request);
   switch (lookup.state) {
     case ResponseCache::LookupState::kHit:
@@ -527,6 +546,17 @@ Status BackgroundLoop::coordinate(const std::vector<std::vector<uint8_t>>& reque
 }
 
 Status BackgroundLoop::execute(std::vector<Agreed>* agreed) {
+  Timeline& timeline = process_timeline();
+  if (timeline.on()) {
+    // Every rank has agreed: the negotiation of each tensor here ends. Its
+    // operation begins with its group, after the groups before it.
+    const Timeline::Clock::time_point now = Timeline::Clock::now();
+    for (const Agreed& item : *agreed) {
+      if (item.entry.handle && item.response.type != ResponseType::kError) {
+        timeline.end(item.entry.request.name, set_id_, now);
+      }
+    }
+  }
   std::vector<Response> responses;
   responses.reserve(agreed->size());
   for (Agreed& item : *agreed) {
@@ -553,6 +583,14 @@ Status BackgroundLoop::execute(std::vector<Agreed>* agreed) {
     const Response& spec = responses[group.members.front()];
     HERD_LOG(kTrace, "{} of {} tensor(s), {} bytes, first '{}'", to_string(spec.collective),
              entries.size(), group.total_bytes, spec.name);
+    if (timeline.on()) {
+      const Timeline::Clock::time_point now = Timeline::Clock::now();
+      for (const TensorEntry* entry : entries) {
+        if (!entry->handle) continue;
+        timeline.begin(entry->request.name, set_id_, Timeline::operation_label(spec.collective),
+                       now, input_bytes(*entry));
+      }
+    }
     Contribution contribution;
     contribution.identity = join_.joined_this_cycle();
     Status status;
@@ -575,6 +613,9 @@ Status BackgroundLoop::execute(std::vector<Agreed>* agreed) {
 
 void BackgroundLoop::complete(TensorEntry& entry, const Status& status) {
   if (!entry.handle) return;
+  // Ends the entry's operation, or its negotiation when it fails before one.
+  Timeline& timeline = process_timeline();
+  if (timeline.on()) timeline.end(entry.request.name, set_id_, Timeline::Clock::now());
   // Free the name before waking the waiter, who may resubmit it at once.
   queue_.finish(entry.request.name);
   entry.handle->complete(status);

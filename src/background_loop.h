@@ -60,10 +60,11 @@ class BackgroundLoop final : public CycleDriver,
   // global ranks (for messages); `stop_reason` is what pending operations
   // fail with when the set stops. `gpu` (null in a build without CUDA) makes
   // the executor of GPU responses, from `gpu_context`, at the first one.
+  // `set_id` is the process set's id, its tensors' thread in the timeline.
   BackgroundLoop(const Config& config, TensorQueue& queue, ControlChannel& control,
                  collectives::Transport& transport, std::vector<int> global_ranks,
                  std::string stop_reason, GpuSupport* gpu = nullptr, GpuSetContext gpu_context = {},
-                 ShmPath shm = {});
+                 ShmPath shm = {}, int set_id = 0);
 
   // The thread body. Returns once the loop has stopped and failed everything
   // still pending.
@@ -143,6 +144,7 @@ class BackgroundLoop final : public CycleDriver,
   void fail_everything(const std::string& reason, std::vector<Agreed>* in_flight);
 
   const Config config_;
+  const int set_id_;
   const std::vector<int> global_ranks_;
   const std::string stop_reason_;
   const std::chrono::microseconds cycle_time_;

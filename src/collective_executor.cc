@@ -12,6 +12,7 @@
 #include "collectives/reducescatter.h"
 #include "common/enforce.h"
 #include "ops/reduce.h"
+#include "src/timeline.h"
 
 namespace herd::detail {
 
@@ -65,11 +66,13 @@ int64_t reducescatter_rows(int64_t rows, int ranks, int rank) {
 }
 
 CollectiveExecutor::CollectiveExecutor(collectives::Transport& transport, FusionExecutor& allreduce,
-                                       std::size_t segment_bytes, std::vector<int> global_ranks)
+                                       std::size_t segment_bytes, std::vector<int> global_ranks,
+                                       int set_id)
     : transport_(transport),
       allreduce_(allreduce),
       segment_bytes_(segment_bytes),
-      global_ranks_(std::move(global_ranks)) {}
+      global_ranks_(std::move(global_ranks)),
+      set_id_(set_id) {}
 
 Status CollectiveExecutor::execute(const Response& response, TensorEntry& entry,
                                    Contribution contribution) {
@@ -98,6 +101,7 @@ Status CollectiveExecutor::allgather(const Response& response, TensorEntry& entr
       row_elements(entry.request.shape) * static_cast<int64_t>(element_size(response.dtype));
   const AllgatherPlan plan = plan_allgather(response.rank_extents, row_bytes);
   entry.output_tensor->reset(response.dtype, with_rows(entry.request.shape, plan.total_rows));
+  TimelineActivity activity(entry, set_id_, "RING_ALLGATHER");
   return collectives::ring_allgatherv(entry.input.data, entry.output_tensor->data(),
                                       plan.bytes_per_rank, transport_, segment_bytes_);
 }
@@ -105,6 +109,7 @@ Status CollectiveExecutor::allgather(const Response& response, TensorEntry& entr
 Status CollectiveExecutor::broadcast(const Response& response, TensorEntry& entry) {
   const auto root = std::find(global_ranks_.begin(), global_ranks_.end(), response.root);
   HERD_ENFORCE(root != global_ranks_.end());
+  TimelineActivity activity(entry, set_id_, "TREE_BROADCAST");
   return collectives::broadcast(entry.input.data, entry.input.num_bytes(),
                                 static_cast<int>(root - global_ranks_.begin()), transport_);
 }
@@ -117,8 +122,12 @@ Status CollectiveExecutor::alltoall(const Response& response, TensorEntry& entry
       row_elements(entry.request.shape) * static_cast<int64_t>(element_size(response.dtype));
   AlltoallPlan plan = plan_alltoall(response.rank_extents, ranks, me, row_bytes);
   entry.output_tensor->reset(response.dtype, with_rows(entry.request.shape, plan.total_rows));
-  HERD_RETURN_IF_ERROR(collectives::pairwise_alltoallv(
-      entry.input.data, plan.send_bytes, entry.output_tensor->data(), plan.recv_bytes, transport_));
+  {
+    TimelineActivity activity(entry, set_id_, "PAIRWISE_ALLTOALL");
+    HERD_RETURN_IF_ERROR(collectives::pairwise_alltoallv(entry.input.data, plan.send_bytes,
+                                                         entry.output_tensor->data(),
+                                                         plan.recv_bytes, transport_));
+  }
   if (entry.received_splits != nullptr) *entry.received_splits = std::move(plan.received_rows);
   return Status::ok();
 }
@@ -136,9 +145,12 @@ Status CollectiveExecutor::reducescatter(const Response& response, TensorEntry& 
   const int64_t count = entry.input.num_elements();
   ops::scale(scratch_.data(), count, response.dtype, response.prescale);
   const ReduceOp op = response.op == ReduceOp::kAverage ? ReduceOp::kSum : response.op;
-  HERD_RETURN_IF_ERROR(collectives::ring_reducescatter(
-      scratch_.data(), entry.output_tensor->data(), plan.counts, element_size(response.dtype),
-      ops::make_reduce_fn(response.dtype, op), transport_, segment_bytes_));
+  {
+    TimelineActivity activity(entry, set_id_, "RING_REDUCESCATTER");
+    HERD_RETURN_IF_ERROR(collectives::ring_reducescatter(
+        scratch_.data(), entry.output_tensor->data(), plan.counts, element_size(response.dtype),
+        ops::make_reduce_fn(response.dtype, op), transport_, segment_bytes_));
+  }
   if (response.op == ReduceOp::kAverage) {
     ops::average(entry.output_tensor->data(), plan.my_count, response.dtype, ranks,
                  response.postscale);

@@ -24,8 +24,9 @@ class CollectiveExecutor {
  public:
   // `allreduce` runs grouped allreduces, which share its fusion buffer.
   // `global_ranks` lists the set's members (a broadcast's root is one of them).
+  // `set_id`: the process set's thread in the timeline.
   CollectiveExecutor(collectives::Transport& transport, FusionExecutor& allreduce,
-                     std::size_t segment_bytes, std::vector<int> global_ranks);
+                     std::size_t segment_bytes, std::vector<int> global_ranks, int set_id = 0);
 
   // `contribution` matters to the reductions only (see FusionExecutor).
   [[nodiscard]] Status execute(const Response& response, TensorEntry& entry,
@@ -43,6 +44,7 @@ class CollectiveExecutor {
   FusionExecutor& allreduce_;
   std::size_t segment_bytes_;
   std::vector<int> global_ranks_;
+  int set_id_;
   std::vector<uint8_t> scratch_;  // reducescatter's working copy of the input
 };
 

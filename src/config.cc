@@ -171,7 +171,7 @@ int64_t field_value(const Config& config) {
 // ranks that disagreed would hang on. HERD_PROCESS_SETS must agree too but
 // is compared list by list when the sets are made; HERD_EAGER_PIECE_BYTES
 // may differ because the ranks take the smallest value.
-const std::array<Setting, 19> kSettings = {{
+const std::array<Setting, 21> kSettings = {{
     {"HERD_FUSION_THRESHOLD", "4194304",
      "Most bytes packed into one fusion buffer; 0 turns fusion off, so every "
      "tensor is reduced on its own.",
@@ -373,6 +373,27 @@ const std::array<Setting, 19> kSettings = {{
        return Status::ok();
      },
      &field_value<&Config::kvstore_bigarray_bound>, &decimal_text, "MXNET_KVSTORE_BIGARRAY_BOUND"},
+    {"HERD_TIMELINE", "",
+     "File each rank's timeline is written to from herd::init on (Chrome trace "
+     "JSON, docs/timeline.md); %r in it stands for the rank, and without %r "
+     "rank 0 alone writes. Empty, or DYNAMIC, writes none until "
+     "herd::start_timeline.",
+     [](const char*, std::string_view text, Config* config) {
+       // DYNAMIC is upstream's "no file yet, started later by the API", which
+       // herd's API always allows.
+       config->timeline_path = text == "DYNAMIC" ? std::string() : std::string(text);
+       return Status::ok();
+     },
+     kMayDiffer},
+    {"HERD_TIMELINE_MARK_CYCLES", "0",
+     "1: the timeline marks the start of every background-loop cycle "
+     "(CYCLE_START); 0: it does not.",
+     [](const char* variable, std::string_view text, Config* config) {
+       if (text != "0" && text != "1") return bad_value(variable, text, "0 or 1");
+       config->timeline_mark_cycles = text == "1";
+       return Status::ok();
+     },
+     kMayDiffer},
 }};
 
 // HERD_* variables that are not settings: herd's scripts (scripts/,

@@ -94,6 +94,11 @@ struct Config {
   // HERD_KVSTORE_BIGARRAY_BOUND (or MXNET_KVSTORE_BIGARRAY_BOUND): dist_async
   // values of at least this many elements are split over every server.
   int64_t kvstore_bigarray_bound = 1000000;
+  // HERD_TIMELINE: the timeline file written from init on (docs/timeline.md),
+  // "%r" standing for the rank; empty: none until herd::start_timeline.
+  std::string timeline_path;
+  // HERD_TIMELINE_MARK_CYCLES: the timeline marks each background-loop cycle.
+  bool timeline_mark_cycles = false;
 };
 
 // Returns the value of an environment variable, or nullptr when unset.

@@ -4,6 +4,7 @@
 
 #include "collectives/adasum.h"
 #include "ops/reduce.h"
+#include "src/timeline.h"
 
 namespace herd::detail {
 
@@ -15,8 +16,8 @@ collectives::AllreduceOptions allreduce_options(const Config& config) {
 }
 
 FusionExecutor::FusionExecutor(collectives::Transport& transport,
-                               collectives::AllreduceOptions options, ShmPath shm)
-    : transport_(transport), options_(options), shm_(shm) {}
+                               collectives::AllreduceOptions options, ShmPath shm, int set_id)
+    : transport_(transport), options_(options), shm_(shm), set_id_(set_id) {}
 
 uint8_t* FusionExecutor::fusion_buffer(std::size_t bytes) {
   if (bytes > fusion_buffer_capacity_) {
@@ -48,6 +49,7 @@ Status FusionExecutor::allreduce(const Response& spec, const std::vector<TensorE
       input = buffer;
     }
   } else {
+    TimelineActivity copy_in(entries, set_id_, "MEMCPY_IN_FUSION_BUFFER");
     buffer = fusion_buffer(static_cast<std::size_t>(total_count) * element_bytes);
     std::size_t offset = 0;
     for (const TensorEntry* entry : entries) {
@@ -81,14 +83,22 @@ Status FusionExecutor::allreduce(const Response& spec, const std::vector<TensorE
     // The fusion buffer is unpacked right after: its result must stay in the
     // cache, whatever follows in the cycle.
     const std::size_t later = entries.size() > 1 ? 0 : later_bytes;
+    TimelineActivity reduction(entries, set_id_, "SHM_ALLREDUCE");
     HERD_RETURN_IF_ERROR(
         shm_.group->allreduce(input, buffer, total_count, element_bytes, reduce, finish, later));
   } else {
+    TimelineActivity reduction(
+        entries, set_id_,
+        collectives::choose_allreduce_algorithm(bytes, transport_.size(), options_) ==
+                collectives::AllreduceAlgorithm::kRing
+            ? "RING_ALLREDUCE"
+            : "RECURSIVE_DOUBLING_ALLREDUCE");
     HERD_RETURN_IF_ERROR(collectives::allreduce(input, buffer, total_count, element_bytes, reduce,
                                                 transport_, options_, finish));
   }
 
   if (entries.size() > 1) {
+    TimelineActivity copy_out(entries, set_id_, "MEMCPY_OUT_FUSION_BUFFER");
     std::size_t offset = 0;
     for (TensorEntry* entry : entries) {
       const std::size_t bytes = entry->output.num_bytes();

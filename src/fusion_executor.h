@@ -48,8 +48,9 @@ struct ShmPath {
 
 class FusionExecutor {
  public:
+  // `set_id`: the process set's thread in the timeline.
   FusionExecutor(collectives::Transport& transport, collectives::AllreduceOptions options,
-                 ShmPath shm = {});
+                 ShmPath shm = {}, int set_id = 0);
 
   // Reduces every entry's input into its output as `spec` (dtype, op, scales)
   // says: output = postscale * reduce_op over ranks of (prescale * input),
@@ -72,6 +73,7 @@ class FusionExecutor {
   collectives::Transport& transport_;
   collectives::AllreduceOptions options_;
   ShmPath shm_;
+  int set_id_;
   std::unique_ptr<uint8_t[]> fusion_buffer_;
   std::size_t fusion_buffer_capacity_ = 0;
 };

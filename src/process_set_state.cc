@@ -56,7 +56,7 @@ ProcessSetState::ProcessSetState(int id, std::vector<int> ranks, MPI_Comm comm,
   gpu_context.host_transport = transport_.get();
   gpu_context.global_ranks = ranks_;
   loop_ = std::make_shared<BackgroundLoop>(config, queue_, *control_, *transport_, ranks_,
-                                           stop_reason, gpu, std::move(gpu_context), shm);
+                                           stop_reason, gpu, std::move(gpu_context), shm, id_);
   thread_ = std::thread([loop = loop_.get()] { loop->run(); });
 }
 

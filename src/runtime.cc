@@ -21,6 +21,7 @@
 #include "src/handle_state.h"
 #include "src/ps_link.h"
 #include "src/request_validation.h"
+#include "src/timeline.h"
 
 namespace herd::detail {
 namespace {
@@ -197,6 +198,16 @@ std::unique_ptr<Runtime> Runtime::start(const Config& config, const Status& conf
         "it",
         thread_level_name(provided)));
   }
+  if (!config.timeline_path.empty()) {
+    // A file that cannot be written fails init on every rank, like a bad
+    // setting; ~Runtime finishes one that was opened.
+    const Status started =
+        process_timeline().start(config.timeline_path, config.timeline_mark_cycles, runtime->rank_);
+    if (!started.is_ok()) {
+      problems.push_back(
+          fmt::format("HERD_TIMELINE='{}': {}", config.timeline_path, started.message()));
+    }
+  }
   const std::string problem = fmt::format("{}", fmt::join(problems, "; "));
   // ~Runtime finalizes MPI if herd started it.
   fail_if_any_rank_has_a_problem(problem, runtime->size_);
@@ -313,6 +324,8 @@ void Runtime::shutdown(ShutdownCause cause) {
   // end at once, so this returns promptly.
   for (auto it = member_sets_.rbegin(); it != member_sets_.rend(); ++it) it->second->stop();
   member_sets_.clear();
+  // After the sets: their last records (what failed at the stop) are written.
+  process_timeline().stop();
   // Reached from ~Runtime too, so failures are logged, not thrown.
   if (registry_comm_ != MPI_COMM_NULL) HERD_MPI_WARN_IF_ERROR(MPI_Comm_free(&registry_comm_));
   // The servers end once every worker has said goodbye, at its shutdown or
@@ -379,6 +392,14 @@ std::string name_the_rank_that_stopped(const std::string& message) {
 }
 
 ProcessSet Runtime::global_process_set() const { return ProcessSet(); }
+
+void Runtime::start_timeline(const std::string& path, bool mark_cycles) {
+  if (path.empty()) throw invalid_argument("herd::start_timeline: the file path is empty");
+  const Status started = process_timeline().start(path, mark_cycles, rank_);
+  if (!started.is_ok()) throw Error("herd::start_timeline: " + started.message());
+}
+
+void Runtime::stop_timeline() { process_timeline().stop(); }
 
 ProcessSet Runtime::add_process_set(std::vector<int> ranks) {
   std::sort(ranks.begin(), ranks.end());

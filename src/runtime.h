@@ -114,6 +114,11 @@ class Runtime {
   // completes, *last_rank holds the rank that joined last.
   Handle join_async(int* last_rank);
 
+  // herd::start_timeline and herd::stop_timeline on this rank: the process's
+  // timeline (timeline.h). Throws herd::Error when the file cannot be opened.
+  void start_timeline(const std::string& path, bool mark_cycles);
+  void stop_timeline();
+
  private:
   Runtime() = default;
   // The state of `set` on this rank; throws when this rank is not a member

@@ -70,6 +70,11 @@ void bind_basics(py::module_& m) {
       py::arg("process_set_id") = 0);
   m.def("join", &join, release(),
         "Blocks until every rank has joined; returns the rank that joined last.");
+  // Release the GIL: stopping waits for the writer thread to finish the file.
+  m.def("start_timeline", &start_timeline, release(), py::arg("file_path"),
+        py::arg("mark_cycles") = false,
+        "Starts writing this rank's timeline (Chrome trace JSON) to file_path.");
+  m.def("stop_timeline", &stop_timeline, release(), "Finishes the timeline file.");
 }
 
 }  // namespace herd::python

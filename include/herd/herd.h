@@ -169,6 +169,20 @@ ProcessSet global_process_set();
 // one of these (same id and ranks).
 std::vector<ProcessSet> process_sets();
 
+// Starts writing this rank's timeline to `path`: a Chrome-trace JSON file
+// (chrome://tracing, Perfetto) of each tensor's negotiation and operation,
+// with CYCLE_START marks of the background loop's cycles when `mark_cycles`
+// (docs/timeline.md). "%r" in `path` stands for the rank, so every rank
+// writes its own file; without "%r" rank 0 alone writes, and the call does
+// nothing on the other ranks. A timeline being written to another path is
+// finished first; the same path again changes `mark_cycles` only. Not
+// collective: any rank, any time between init and shutdown. Throws
+// herd::Error when the file cannot be opened.
+void start_timeline(const std::string& path, bool mark_cycles = false);
+// Finishes the timeline file (valid JSON from then on) and stops recording;
+// a no-op when none is being written. herd::shutdown stops it too.
+void stop_timeline();
+
 // True once the operation has completed, successfully or not. Never blocks.
 bool poll(const Handle& handle);
 

@@ -29,6 +29,8 @@ from herd.basics import (
     rocm_built,
     shutdown,
     size,
+    start_timeline,
+    stop_timeline,
 )
 from herd.process_sets import (
     ProcessSet,
@@ -81,4 +83,6 @@ __all__ = [
     "remove_process_set",
     "shutdown",
     "size",
+    "start_timeline",
+    "stop_timeline",
 ]

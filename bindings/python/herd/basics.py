@@ -6,6 +6,7 @@ does not, because every rank must shut down before MPI lets the job end.
 """
 
 import atexit
+import os
 
 from herd import _native
 
@@ -139,6 +140,23 @@ def cuda_built():
 
 def rocm_built():
     return False
+
+
+def start_timeline(file_path, mark_cycles=False):
+    """Starts writing a timeline to ``file_path``: a Chrome-trace JSON file of each tensor's
+    negotiation and operation on this rank, which chrome://tracing and Perfetto open
+    (docs/timeline.md). ``mark_cycles`` adds a CYCLE_START mark per background-loop cycle.
+
+    ``%r`` in the path stands for the rank, so that every rank writes its own file; without
+    it only rank 0 writes, as Horovod's. A timeline being written to another path is
+    finished first. Not collective: call it on any rank, at any time after ``init``.
+    """
+    _native.start_timeline(os.fspath(file_path), bool(mark_cycles))
+
+
+def stop_timeline():
+    """Finishes the timeline file (valid JSON from then on); a no-op when none is written."""
+    _native.stop_timeline()
 
 
 def _shutdown_at_exit():

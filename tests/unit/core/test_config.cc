@@ -56,6 +56,8 @@ std::set<std::string> differing_fields(const Config& a, const Config& b) {
   if (a.kvstore_bigarray_bound != b.kvstore_bigarray_bound) {
     fields.insert("kvstore_bigarray_bound");
   }
+  if (a.timeline_path != b.timeline_path) fields.insert("timeline_path");
+  if (a.timeline_mark_cycles != b.timeline_mark_cycles) fields.insert("timeline_mark_cycles");
   return fields;
 }
 
@@ -77,7 +79,9 @@ const std::set<std::string> kAllFields = {"fusion_threshold_bytes",
                                           "nccl_timeout_seconds",
                                           "gpu_staging_bytes",
                                           "num_servers",
-                                          "kvstore_bigarray_bound"};
+                                          "kvstore_bigarray_bound",
+                                          "timeline_path",
+                                          "timeline_mark_cycles"};
 
 void check_rejected(const std::string& variable, const std::string& value,
                     const std::string& expected) {
@@ -651,6 +655,27 @@ TEST_CASE("config: HERD_KVSTORE_BIGARRAY_BOUND and its alias", "[config]") {
   }
 }
 
+TEST_CASE("config: HERD_TIMELINE and HERD_TIMELINE_MARK_CYCLES", "[config]") {
+  Config config;
+  CHECK(config.timeline_path.empty());
+  CHECK_FALSE(config.timeline_mark_cycles);
+  REQUIRE(read({{"HERD_TIMELINE", "/tmp/t.%r.json"}, {"HERD_TIMELINE_MARK_CYCLES", "1"}}, &config)
+              .is_ok());
+  CHECK(config.timeline_path == "/tmp/t.%r.json");
+  CHECK(config.timeline_mark_cycles);
+  // DYNAMIC (upstream's word) opens no file at init, like an empty value.
+  REQUIRE(
+      read({{"HERD_TIMELINE", "DYNAMIC"}, {"HERD_TIMELINE_MARK_CYCLES", "0"}}, &config).is_ok());
+  CHECK(config.timeline_path.empty());
+  CHECK_FALSE(config.timeline_mark_cycles);
+  // Only the exact word: a file may be called "dynamic".
+  REQUIRE(read({{"HERD_TIMELINE", "dynamic"}}, &config).is_ok());
+  CHECK(config.timeline_path == "dynamic");
+  for (const char* bad : {"2", "true", "yes", "", " 1"}) {
+    check_rejected("HERD_TIMELINE_MARK_CYCLES", bad, "0 or 1");
+  }
+}
+
 TEST_CASE("config: several bad values are reported together", "[config]") {
   Config config;
   Status status = read(
@@ -674,7 +699,8 @@ TEST_CASE("config: setting_docs covers every field exactly once", "[config]") {
       {"HERD_GPU_STAGING_BYTES", "4096"},    {"HERD_EAGER_PIECE_BYTES", "0"},
       {"HERD_SHM_ALLREDUCE_BYTES", "0"},     {"HERD_STALL_SHUTDOWN_TIME", "7.5"},
       {"HERD_COLLECTIVE_TIMEOUT", "4"},      {"HERD_NUM_SERVERS", "2"},
-      {"HERD_KVSTORE_BIGARRAY_BOUND", "10"}};
+      {"HERD_KVSTORE_BIGARRAY_BOUND", "10"}, {"HERD_TIMELINE", "/tmp/timeline.json"},
+      {"HERD_TIMELINE_MARK_CYCLES", "1"}};
   std::vector<SettingDoc> docs = setting_docs();
   REQUIRE(docs.size() == non_default.size());
 

@@ -45,6 +45,8 @@ from herd.basics import (
     rocm_built,
     shutdown,
     size,
+    start_timeline,
+    stop_timeline,
 )
 from herd.handles import poll, synchronize, table, target, wait_all
 from herd.process_sets import (
@@ -68,7 +70,7 @@ __all__ = [
     "init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",
     "cross_rank", "cross_size", "is_homogeneous", "mpi_threads_supported", "mpi_enabled",
     "mpi_built", "gloo_enabled", "gloo_built", "nccl_built", "ddl_built", "ccl_built",
-    "cuda_built", "rocm_built",
+    "cuda_built", "rocm_built", "start_timeline", "stop_timeline",
     # Operators, process sets, errors.
     "Average", "Sum", "Adasum", "Min", "Max", "Product",
     "ProcessSet", "add_process_set", "remove_process_set", "global_process_set",
