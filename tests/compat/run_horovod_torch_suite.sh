@@ -48,14 +48,14 @@ while read -r id; do
   test=${id##*::}
   status=0
   timeout -k 10 "$limit" mpirun "${flags[@]}" -np "$ranks" -x PYTHONPATH -x PYTHONDONTWRITEBYTECODE \
-    /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider "$id" </dev/null >"$out/$test.log" 2>&1 ||
+    /usr/bin/python3 -m pytest -q -rs --color=no -p no:cacheprovider "$id" </dev/null >"$out/$test.log" 2>&1 ||
     status=$?
   if [[ $status == 124 || $status == 137 ]]; then
     verdict=HUNG
   elif [[ $status == 0 ]] && grep -q ' passed' "$out/$test.log"; then
     verdict=PASSED
   elif [[ $status == 0 ]] && grep -q ' skipped' "$out/$test.log"; then
-    verdict="SKIPPED $(grep -m1 -o 'SKIPPED \[1\] [^ ]*: .*' "$out/$test.log" | cut -d' ' -f4-)"
+    verdict="SKIPPED $(grep -m1 -o 'SKIPPED \[1\] [^ ]*: .*' "$out/$test.log" | cut -d' ' -f4- || true)"
   else
     verdict=FAILED
   fi

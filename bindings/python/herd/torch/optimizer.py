@@ -44,7 +44,6 @@ model and parameter groups (it must anyway to train one model).
 
 import collections
 import contextlib
-import functools
 import warnings
 import weakref
 
@@ -64,6 +63,7 @@ from herd.torch.mpi_ops import (
     synchronize,
 )
 from herd.torch.optimizer_adasum import adasum_optimizer
+from herd.torch.optimizer_class import subclass_carrying
 
 __all__ = ["DistributedOptimizer"]
 
@@ -168,7 +168,7 @@ def _write_back(parameter, reduced):
 
 class _DistributedOptimizer:
     """The methods of every DistributedOptimizer class. Not a base class:
-    ``_distributed_class`` copies them into a subclass of the wrapped optimizer's
+    ``optimizer_class.subclass_carrying`` copies them into a subclass of the wrapped optimizer's
     class, so that class's own ``step`` comes right after them in the MRO and
     ``super(type(opt), opt).step()`` is the plain local step (which
     ``broadcast_optimizer_state`` uses to create missing state without a reduction).
@@ -561,22 +561,6 @@ class _DistributedOptimizer:
                                   for p in self._herd_params}
 
 
-_METHODS = {name: value for name, value in vars(_DistributedOptimizer).items()
-            if name not in ("__dict__", "__weakref__", "__doc__", "__module__", "__qualname__")}
-
-
-@functools.lru_cache(maxsize=None)
-def _distributed_class(base):
-    """The subclass of ``base`` carrying the methods above, one per optimizer class."""
-    namespace = dict(_METHODS)
-    namespace["__module__"] = __name__
-    namespace["__qualname__"] = base.__qualname__
-    namespace["__doc__"] = base.__doc__
-    cls = type(base.__name__, (base,), namespace)
-    cls._herd_class = cls
-    return cls
-
-
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
                          backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
                          num_groups=0, groups=None, sparse_as_dense=False,
@@ -644,7 +628,7 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         return adasum_optimizer(optimizer, _parameter_names(optimizer.param_groups,
                                                             named_parameters),
                                 compression, backward_passes_per_step, process_set)
-    cls = _distributed_class(type(optimizer))
+    cls = subclass_carrying(_DistributedOptimizer, type(optimizer))
     wrapped = cls.__new__(cls)
     # The optimizer's attributes carry over, except instance attributes that shadow methods
     # (an LR scheduler made before wrapping puts a `step` bound to the old object there).

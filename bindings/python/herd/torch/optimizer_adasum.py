@@ -32,7 +32,6 @@ back to its value before the step.
 
 import collections
 import contextlib
-import functools
 import weakref
 
 import torch
@@ -42,6 +41,7 @@ from herd.handles import wait_all
 from herd.reduce_ops import Adasum
 from herd.torch.agreement import report_after_failure
 from herd.torch.mpi_ops import allreduce_async_, synchronize
+from herd.torch.optimizer_class import subclass_carrying
 
 __all__ = ["adasum_optimizer"]
 
@@ -72,7 +72,7 @@ def _make_hook(optimizer_ref, parameter):
 
 class _DistributedAdasumOptimizer:
     """The methods of every Adasum optimizer class, copied into a subclass of the wrapped
-    optimizer's class (``_adasum_class``), so ``super(self._herd_class, self).step()`` is
+    optimizer's class (``optimizer_class.subclass_carrying``), so ``super(self._herd_class, self).step()`` is
     the wrapped optimizer's own step."""
 
     def _herd_setup(self, names, compression, backward_passes_per_step, process_set):
@@ -252,26 +252,10 @@ class _DistributedAdasumOptimizer:
         return super(self._herd_class, self).zero_grad(*args, **kwargs)
 
 
-_METHODS = {name: value for name, value in vars(_DistributedAdasumOptimizer).items()
-            if name not in ("__dict__", "__weakref__", "__doc__", "__module__", "__qualname__")}
-
-
-@functools.lru_cache(maxsize=None)
-def _adasum_class(base):
-    """The subclass of ``base`` carrying the methods above, one per optimizer class."""
-    namespace = dict(_METHODS)
-    namespace["__module__"] = __name__
-    namespace["__qualname__"] = base.__qualname__
-    namespace["__doc__"] = base.__doc__
-    cls = type(base.__name__, (base,), namespace)
-    cls._herd_class = cls
-    return cls
-
-
 def adasum_optimizer(optimizer, names, compression, backward_passes_per_step, process_set):
     """``optimizer`` wrapped as the Adasum DistributedOptimizer; ``names`` maps id(parameter)
     to its name. Called by ``DistributedOptimizer`` after checking its arguments."""
-    cls = _adasum_class(type(optimizer))
+    cls = subclass_carrying(_DistributedAdasumOptimizer, type(optimizer))
     wrapped = cls.__new__(cls)
     # As optimizer.py does: the optimizer's attributes, parameter-group dicts and state
     # carry over.
