@@ -516,7 +516,12 @@ Status BackgroundLoop::negotiate(std::vector<Agreed>* agreed) {
         agreed->push_back(Agreed{response, join_.stand_in_entry(response)});
         continue;
       }
-      if (join_.joined_this_cycle()) continue;  // an error for the ranks that asked
+      // An error for the ranks that asked: this rank has joined, or others
+      // have and the collective cannot run while they are (coordinator.cc).
+      if (join_.joined_this_cycle() ||
+          (response.type == ResponseType::kError && !join_.joined_ranks().empty())) {
+        continue;
+      }
       return Status::error(fmt::format("rank 0 answered for '{}', which rank {} has not requested",
                                        response.name, control_.rank()));
     }

@@ -216,9 +216,31 @@ bool Coordinator::is_joined(int rank) const {
   return std::binary_search(joined_.begin(), joined_.end(), rank);
 }
 
+namespace {
+
+bool runs_while_joined(CollectiveType type) {
+  return type == CollectiveType::kAllreduce || type == CollectiveType::kGroupedAllreduce;
+}
+
+const Request& first_present(const std::vector<Request>& by_rank,
+                             const std::vector<bool>& present) {
+  const auto at = std::find(present.begin(), present.end(), true);
+  HERD_ENFORCE(at != present.end());
+  return by_rank[static_cast<std::size_t>(at - present.begin())];
+}
+
+}  // namespace
+
 void Coordinator::mark_if_complete(const std::string& name, Entry& entry) {
   if (entry.complete) return;
-  for (int rank = 0; rank < num_ranks_; ++rank) {
+  // While ranks are joined only allreduces run. Any other collective is
+  // refused as soon as one rank asks for it, without waiting for the other
+  // ranks that have not joined: they may never ask for the same name (their
+  // unnamed counters differ when they took turns joining), and each that asks
+  // later is refused the same way.
+  const bool refused =
+      !joined_.empty() && !runs_while_joined(first_present(entry.by_rank, entry.present).type);
+  for (int rank = 0; rank < num_ranks_ && !refused; ++rank) {
     if (!entry.present[static_cast<std::size_t>(rank)] && !is_joined(rank)) return;
   }
   entry.complete = true;
@@ -244,14 +266,13 @@ Response Coordinator::response_for(const Entry& entry) const {
     if (entry.present[static_cast<std::size_t>(rank)]) {
       present.push_back(entry.by_rank[static_cast<std::size_t>(rank)]);
       labels.push_back(label(rank));
-    } else {
+    } else if (is_joined(rank)) {
       joined_labels.push_back(label(rank));
     }
   }
   Response response = build_response(present, labels);
   const CollectiveType type = present.front().type;
-  if (response.type != ResponseType::kError && type != CollectiveType::kAllreduce &&
-      type != CollectiveType::kGroupedAllreduce) {
+  if (response.type != ResponseType::kError && !runs_while_joined(type)) {
     response.type = ResponseType::kError;
     response.error_message = fmt::format(
         "{} '{}': ranks [{}] have joined (herd::join); only allreduce and grouped allreduce run "

@@ -222,3 +222,20 @@ def test_elastic_says_it_is_missing():
         hvd.elastic.run
     with pytest.raises(NotImplementedError, match="TorchState"):
         hvd.elastic.TorchState
+
+
+# --------------------------------------------------------------------------
+# Join
+# --------------------------------------------------------------------------
+
+def test_other_collectives_fail_at_once_while_a_rank_is_joined(rank, size):
+    # The ranks take turns joining while the others gather an unnamed tensor:
+    # their unnamed counters drift apart, so the refusal cannot wait for every
+    # rank that has not joined to ask for the same name.
+    for first in range(size):
+        if rank != first:
+            with pytest.raises(herd.Error, match=rf"ranks \[{first}\] have joined \(herd::join\)"):
+                hvd.allgather(torch.ones(2, 1))
+        last = hvd.join()
+        assert hvd.allgather_object(last, name=f"compat.join.{first}") == [last] * size
+    still_works(rank, size, "join")
