@@ -49,8 +49,10 @@ def still_works(size, what):
     assert out.tolist() == [size], what
 
 
-def test_built_flags_are_bools_and_callable_before_init():
-    assert isinstance(herd.cuda_built(), bool) and isinstance(herd.nccl_built(), bool)
+def test_built_flags_are_callable_before_init():
+    # cuda_built is a bool; nccl_built NCCL's version code or 0, as Horovod's.
+    assert isinstance(herd.cuda_built(), bool) and isinstance(herd.nccl_built(), int)
+    assert (herd.nccl_built() != 0) is herd._native.nccl_built()
     assert herd.cuda_built() or not herd.nccl_built()
     # A fresh interpreter that never starts herd (nor MPI).
     code = ("import herd; print(herd.is_initialized(), herd.cuda_built(), herd.nccl_built())")

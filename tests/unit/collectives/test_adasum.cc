@@ -95,7 +95,9 @@ std::string check_against_reference(int p, const std::vector<int64_t>& counts, c
   for (int rank = 0; rank < p; ++rank) {
     const Status& status = run.statuses[static_cast<std::size_t>(rank)];
     if (!status.is_ok()) return "rank " + std::to_string(rank) + ": " + status.message();
-    if (std::memcmp(run.buffers[static_cast<std::size_t>(rank)].data(), run.buffers[0].data(),
+    // An empty buffer's data() may be null, which memcmp must not be given.
+    if (!run.buffers[0].empty() &&
+        std::memcmp(run.buffers[static_cast<std::size_t>(rank)].data(), run.buffers[0].data(),
                     run.buffers[0].size() * sizeof(T)) != 0) {
       return "rank " + std::to_string(rank) + "'s result differs from rank 0's";
     }
