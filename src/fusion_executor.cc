@@ -49,14 +49,7 @@ Status FusionExecutor::allreduce(const Response& spec, const std::vector<TensorE
       input = buffer;
     }
   } else {
-    TimelineActivity copy_in(entries, set_id_, "MEMCPY_IN_FUSION_BUFFER");
-    buffer = fusion_buffer(static_cast<std::size_t>(total_count) * element_bytes);
-    std::size_t offset = 0;
-    for (const TensorEntry* entry : entries) {
-      const std::size_t bytes = entry->input.num_bytes();
-      if (bytes > 0) std::memcpy(buffer + offset, entry->input.data, bytes);
-      offset += bytes;
-    }
+    buffer = pack(entries, static_cast<std::size_t>(total_count) * element_bytes);
     input = buffer;
   }
   if (prescaled) ops::scale(buffer, total_count, spec.dtype, spec.prescale);
@@ -97,16 +90,30 @@ Status FusionExecutor::allreduce(const Response& spec, const std::vector<TensorE
                                                 transport_, options_, finish));
   }
 
-  if (entries.size() > 1) {
-    TimelineActivity copy_out(entries, set_id_, "MEMCPY_OUT_FUSION_BUFFER");
-    std::size_t offset = 0;
-    for (TensorEntry* entry : entries) {
-      const std::size_t bytes = entry->output.num_bytes();
-      if (bytes > 0) std::memcpy(entry->output.data, buffer + offset, bytes);
-      offset += bytes;
-    }
-  }
+  if (entries.size() > 1) unpack(entries, buffer);
   return Status::ok();
+}
+
+uint8_t* FusionExecutor::pack(const std::vector<TensorEntry*>& entries, std::size_t total_bytes) {
+  TimelineActivity copy_in(entries, set_id_, "MEMCPY_IN_FUSION_BUFFER");
+  uint8_t* buffer = fusion_buffer(total_bytes);
+  std::size_t offset = 0;
+  for (const TensorEntry* entry : entries) {
+    const std::size_t bytes = entry->input.num_bytes();
+    if (bytes > 0) std::memcpy(buffer + offset, entry->input.data, bytes);
+    offset += bytes;
+  }
+  return buffer;
+}
+
+void FusionExecutor::unpack(const std::vector<TensorEntry*>& entries, const uint8_t* buffer) {
+  TimelineActivity copy_out(entries, set_id_, "MEMCPY_OUT_FUSION_BUFFER");
+  std::size_t offset = 0;
+  for (TensorEntry* entry : entries) {
+    const std::size_t bytes = entry->output.num_bytes();
+    if (bytes > 0) std::memcpy(entry->output.data, buffer + offset, bytes);
+    offset += bytes;
+  }
 }
 
 Status FusionExecutor::adasum(const Response& spec, const std::vector<TensorEntry*>& entries,
@@ -129,27 +136,14 @@ Status FusionExecutor::adasum(const Response& spec, const std::vector<TensorEntr
       std::memcpy(buffer, entry.input.data, static_cast<std::size_t>(total_count) * element_bytes);
     }
   } else {
-    buffer = fusion_buffer(static_cast<std::size_t>(total_count) * element_bytes);
-    std::size_t offset = 0;
-    for (const TensorEntry* entry : entries) {
-      const std::size_t bytes = entry->input.num_bytes();
-      if (bytes > 0) std::memcpy(buffer + offset, entry->input.data, bytes);
-      offset += bytes;
-    }
+    buffer = pack(entries, static_cast<std::size_t>(total_count) * element_bytes);
   }
   if (!contribution.identity) ops::scale(buffer, total_count, spec.dtype, spec.prescale);
   // The submission checked the dtype and the set's size, so this fails only
   // on a transfer.
   HERD_RETURN_IF_ERROR(collectives::adasum_allreduce(buffer, counts, spec.dtype, transport_));
   ops::scale(buffer, total_count, spec.dtype, spec.postscale);
-  if (entries.size() > 1) {
-    std::size_t offset = 0;
-    for (TensorEntry* entry : entries) {
-      const std::size_t bytes = entry->output.num_bytes();
-      if (bytes > 0) std::memcpy(entry->output.data, buffer + offset, bytes);
-      offset += bytes;
-    }
-  }
+  if (entries.size() > 1) unpack(entries, buffer);
   return Status::ok();
 }
 

@@ -67,6 +67,10 @@ class FusionExecutor {
 
  private:
   uint8_t* fusion_buffer(std::size_t bytes);
+  // Copies the entries' inputs, in order, into the fusion buffer; returns it.
+  uint8_t* pack(const std::vector<TensorEntry*>& entries, std::size_t total_bytes);
+  // Copies the fusion buffer back out to the entries' outputs, in order.
+  void unpack(const std::vector<TensorEntry*>& entries, const uint8_t* buffer);
   [[nodiscard]] Status adasum(const Response& spec, const std::vector<TensorEntry*>& entries,
                               Contribution contribution);
 

@@ -86,8 +86,12 @@ def report_after_failure(error, collective_error, what, name, step, process_set)
     member which ranks failed in Python, and raises. A rank that failed in Python raises
     its own exception, the others herd.Error naming those ranks; when none did,
     ``collective_error``. When the exchange itself cannot run (the set has failed for
-    good), this rank's own error."""
+    good), this rank's own error. A ``collective_error`` that is not a herd.Error (so not
+    seen alike by every member) with no Python failure is raised as it is, without an
+    exchange."""
     try:
+        if error is None and not isinstance(collective_error, Error):
+            raise collective_error
         try:
             statuses, texts = _exchange(error, 0, name, step, process_set)
         except Exception:  # noqa: BLE001 -- the set is gone: report what this rank saw

@@ -49,7 +49,6 @@ import weakref
 
 import torch
 
-from herd._native import Error
 from herd.handles import wait_all
 from herd.process_sets import ProcessSet, global_process_set
 from herd.reduce_ops import Adasum, Average, Sum
@@ -480,11 +479,6 @@ class _DistributedOptimizer:
         self._synchronized = failure is None and collective_failure is None
         if self._synchronized:
             return
-        if failure is None and not isinstance(collective_failure, Error):
-            try:
-                raise collective_failure
-            finally:
-                collective_failure = None
         try:
             report_after_failure(failure, collective_failure,
                                  "herd.torch.DistributedOptimizer.synchronize",

@@ -36,7 +36,6 @@ import weakref
 
 import torch
 
-from herd._native import Error
 from herd.handles import wait_all
 from herd.reduce_ops import Adasum
 from herd.torch.agreement import report_after_failure
@@ -234,11 +233,6 @@ class _DistributedAdasumOptimizer:
             self._herd_reset()
         if failure is None and collective_failure is None:
             return loss
-        if failure is None and not isinstance(collective_failure, Error):
-            try:
-                raise collective_failure
-            finally:
-                collective_failure = None
         try:
             report_after_failure(failure, collective_failure,
                                  "herd.torch.DistributedOptimizer(op=Adasum).step",
