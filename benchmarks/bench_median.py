@@ -12,7 +12,10 @@ Each FILE is the stdout of one run of `herd-bench ... --csv`, of one of two kind
       algbw_gbps,busbw_gbps,wrong -- one row per (size, path); the memcpy row
       has no redop, busbw or wrong.
   step: model,ranks,tensors,bytes,backward_ms,path,median_ms,mean_ms,
-      algbw_gbps,busbw_gbps,speedup,over_mpi_ms,wrong -- one row per path.
+      algbw_gbps,busbw_gbps,speedup,floor_ratio,over_mpi_ms,wrong -- one row per
+      path. speedup and floor_ratio are not read (the summary takes its ratios
+      from median_ms), so runs from before the floor row, without floor_ratio,
+      are read as well.
 
 All files must be of one kind and one configuration: the same type and redop
 (and rank count, where a "# ... N ranks" note says it) for sweeps, the same
@@ -62,7 +65,7 @@ from plot_busbw import (HERD_BENCH_HEADER, BenchCsvError, BenchFile, csv_records
 PROG = "bench_median"
 RUNS_LINE = "{} runs; medians; ratios are per-run (same run) then median"
 STEP_HEADER = ("model,ranks,tensors,bytes,backward_ms,path,median_ms,mean_ms,algbw_gbps,"
-               "busbw_gbps,speedup,over_mpi_ms,wrong")
+               "busbw_gbps,speedup,floor_ratio,over_mpi_ms,wrong")
 STEP_REQUIRED = ("model", "ranks", "bytes", "backward_ms", "path", "median_ms", "busbw_gbps",
                  "wrong")
 
