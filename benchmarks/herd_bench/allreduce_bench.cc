@@ -49,13 +49,12 @@ namespace {
 std::vector<std::string> allreduce_notes(const AllreduceBenchOptions& options, int ranks) {
   std::vector<std::string> notes{
       "herd runs recursive doubling up to HERD_SMALL_ALLREDUCE_BYTES (by default " +
-          format_bytes(collectives::small_allreduce_threshold(ranks)) + " at " +
-          std::to_string(ranks) +
-          " ranks) and the ring above, or the shared-memory allreduce when "
-          "HERD_SHM_ALLREDUCE_BYTES "
-          "allows; the ring row is always the ring, the shm row always shared memory",
+      format_bytes(collectives::small_allreduce_threshold(ranks)) + " at " + std::to_string(ranks) +
+      " ranks) and the ring above, or the shared-memory allreduce when HERD_SHM_ALLREDUCE_BYTES "
+      "allows; the ring row is always the ring, the shm row always shared memory"};
+  notes.push_back(
       "herd-inplace and mpi-inplace reduce in one buffer (input == output, MPI_IN_PLACE), timed "
-      "on zeros, their result checked on one more call with the input"};
+      "on zeros, their result checked on one more call with the input");
   if (options.op == ReduceOp::kAverage) {
     notes.push_back(
         "avg: ring, shm and the mpi rows sum, then divide by p on the host (timed), as herd does");
