@@ -85,7 +85,7 @@ void agree_on_single_copy(MPI_Comm comm, int rank, int ranks, const NodeShmOptio
   std::array<int, 3> agreed{};
   HERD_MPI_CHECK(MPI_Allreduce(votes.data(), agreed.data(), 3, MPI_INT, MPI_MIN, comm));
   if (agreed[0] == 1) {
-    group.set_single_copy_min_bytes(options.single_copy_min_bytes);
+    group.set_single_copy_bytes(options.single_copy_min_bytes, options.single_copy_end_bytes);
     return;
   }
   if (agreed[1] == 1) return;

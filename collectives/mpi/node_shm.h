@@ -49,8 +49,9 @@ struct NodeShmOptions {
   // an error where some rank cannot, kOff never. Every rank uses it or none.
   enum class SingleCopy { kAuto, kOn, kOff };
   SingleCopy single_copy = SingleCopy::kAuto;
-  // Calls of at least this many bytes take it.
+  // Calls of min bytes up to (not including) end bytes take it.
   std::size_t single_copy_min_bytes = kShmSingleCopyMinBytes;
+  std::size_t single_copy_end_bytes = kShmSingleCopyEndBytes;
   // Tests: how the probe and the calls read the other processes' memory
   // (null: process_vm_readv).
   CrossMemoryRead cross_memory_read = nullptr;

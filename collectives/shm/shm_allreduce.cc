@@ -147,12 +147,6 @@ Status ShmAllreduceGroup::allreduce_single_copy(const uint8_t* in, uint8_t* out,
   const int64_t chunks = (count + chunk_count - 1) / chunk_count;
   ShmRankControl& mine = *controls_[me];
 
-  mine.input.value.store(reinterpret_cast<uint64_t>(in), std::memory_order_relaxed);
-  mine.output.value.store(reinterpret_cast<uint64_t>(out), std::memory_order_relaxed);
-  const uint64_t published = ++sequence_;
-  mine.arrived.value.store(published, std::memory_order_release);
-  HERD_RETURN_IF_ERROR(
-      wait_for_all(&ShmRankControl::arrived, published, "publishing its buffers", 0, chunks));
   std::vector<uint64_t> inputs(ranks);
   std::vector<uint64_t> outputs(ranks);
   for (std::size_t j = 0; j < ranks; ++j) {
@@ -290,8 +284,25 @@ Status ShmAllreduceGroup::allreduce(const void* input, void* output, int64_t cou
   const int64_t chunks = count == 0 ? 0 : (count + chunk_count - 1) / chunk_count;
   const auto* in = static_cast<const uint8_t*>(input);
   auto* out = static_cast<uint8_t*>(output);
-  if (count > 0 && total_bytes >= single_copy_min_bytes_ && size() > 1) {
-    return allreduce_single_copy(in, out, count, element_size, reduce, finish);
+  if (count > 0 && size() > 1 && total_bytes >= single_copy_min_bytes_ &&
+      total_bytes < single_copy_end_bytes_) {
+    // Rank 0 chooses the path: a call whose output streams comes from memory
+    // and goes back there, where the slot path moves fewer bytes through
+    // memory (the others may differ in later_bytes). Every rank publishes its
+    // buffers in case.
+    ShmRankControl& mine = *controls_[me];
+    mine.input.value.store(reinterpret_cast<uint64_t>(in), std::memory_order_relaxed);
+    mine.output.value.store(reinterpret_cast<uint64_t>(out), std::memory_order_relaxed);
+    if (rank_ == 0) {
+      mine.single_copy.value.store(streaming ? 0 : 1, std::memory_order_relaxed);
+    }
+    const uint64_t published = ++sequence_;
+    mine.arrived.value.store(published, std::memory_order_release);
+    HERD_RETURN_IF_ERROR(
+        wait_for_all(&ShmRankControl::arrived, published, "publishing its buffers", 0, chunks));
+    if (controls_[0]->single_copy.value.load(std::memory_order_relaxed) == 1) {
+      return allreduce_single_copy(in, out, count, element_size, reduce, finish);
+    }
   }
   ShmRankControl& mine = *controls_[me];
   // Rank 0 picks the call's mode and publishes it before its first

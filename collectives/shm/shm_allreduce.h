@@ -38,7 +38,8 @@
 // slots need no third barrier. Sequence numbers only grow over the group's
 // life, so every rank must run the same allreduces in the same order.
 //
-// Single copy (cross-memory attach). From kShmSingleCopyMinBytes on, where
+// Single copy (cross-memory attach). For calls of the sizes the group is
+// given (kShmSingleCopyMinBytes up to kShmSingleCopyEndBytes by default), where
 // the kernel lets the ranks read each other's memory (process_vm_readv, the
 // probe of make_node_shm), a call skips the slots: every rank publishes its
 // input and output addresses with its `arrived`; then, one chunk at a time,
@@ -102,9 +103,15 @@ constexpr std::size_t kShmShortChunkBytes = 256 * 1024;
 constexpr std::size_t kShmStreamingMinBytes = 8 << 20;
 bool shm_streams_output(std::size_t bytes, std::size_t later_bytes);
 
-// Calls of at least this many bytes take the single-copy path where the
-// group has it (set_single_copy_min_bytes; docs/design/single-copy-allreduce.md).
-constexpr std::size_t kShmSingleCopyMinBytes = 1 << 20;
+// Calls of kShmSingleCopyMinBytes up to (not including) kShmSingleCopyEndBytes
+// take the single-copy path where the group has it. Below, the two syscalls
+// per peer and the third barrier cost more than the copies saved; from 4 MiB
+// on, the slot path, which copies its output out with streaming stores,
+// moves fewer bytes through memory than the kernel's copies into cached
+// lines, and was as fast or faster. Measured at 2 ranks on 2 cores, same-run
+// medians (docs/design/single-copy-allreduce.md).
+constexpr std::size_t kShmSingleCopyMinBytes = 128 * 1024;
+constexpr std::size_t kShmSingleCopyEndBytes = 4 << 20;
 // Bytes of one chunk of a single-copy call: each rank's share of it stays in
 // the caches between its owner reducing it and the others reading it.
 constexpr std::size_t kShmSingleCopyChunkBytes = 1 << 20;
@@ -147,6 +154,8 @@ struct ShmRankControl {
   ShmCounter output;
   // This control block's address in the rank's process, for the probe.
   ShmCounter self;
+  // Rank 0's: 1 when its current call takes the single-copy path.
+  ShmCounter single_copy;
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free,
               "the counters are shared between processes");
@@ -177,10 +186,14 @@ class ShmAllreduceGroup {
   // rank's control block from its process (after every rank's group is
   // made). Fails naming the first rank it cannot read and the error.
   [[nodiscard]] Status probe_single_copy() const;
-  // Calls of at least min_bytes take the single-copy path; SIZE_MAX (the
-  // default): none. Every rank must set the same value, before a call.
-  void set_single_copy_min_bytes(std::size_t min_bytes) { single_copy_min_bytes_ = min_bytes; }
+  // Calls of min_bytes up to (not including) end_bytes take the single-copy
+  // path; by default none. Every rank must set the same sizes, before a call.
+  void set_single_copy_bytes(std::size_t min_bytes, std::size_t end_bytes) {
+    single_copy_min_bytes_ = min_bytes;
+    single_copy_end_bytes_ = end_bytes;
+  }
   std::size_t single_copy_min_bytes() const { return single_copy_min_bytes_; }
+  std::size_t single_copy_end_bytes() const { return single_copy_end_bytes_; }
   // Tests: reads other processes' memory with `read` instead of
   // process_vm_readv (the probe and the single-copy path).
   void set_cross_memory_read(CrossMemoryRead read) { read_ = read; }
@@ -197,7 +210,8 @@ class ShmAllreduceGroup {
 
  private:
   // Waits until every rank's counter (arrived or reduced) reaches sequence.
-  // The single-copy path of allreduce (count > 0).
+  // The single-copy path of allreduce (count > 0), after every rank has
+  // published its buffers.
   [[nodiscard]] Status allreduce_single_copy(const uint8_t* in, uint8_t* out, int64_t count,
                                              std::size_t element_size, const ops::ReduceFn& reduce,
                                              const FinishFn& finish);
@@ -222,7 +236,8 @@ class ShmAllreduceGroup {
   std::vector<ShmRankControl*> controls_;
   std::vector<uint8_t*> slots_[2];  // slots_[k][j]: rank j's slot k
   uint64_t sequence_ = 0;           // chunks run by this group so far
-  std::size_t single_copy_min_bytes_ = SIZE_MAX;
+  std::size_t single_copy_min_bytes_ = 0;
+  std::size_t single_copy_end_bytes_ = 0;
   CrossMemoryRead read_;
   std::vector<uint8_t> scratch_;  // single copy: a block per rank
 };

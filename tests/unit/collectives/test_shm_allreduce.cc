@@ -91,7 +91,7 @@ std::vector<std::vector<RankCall<T>>> run_shm(
   for (int rank = 0; rank < p; ++rank) {
     threads.emplace_back([&, rank] {
       ShmAllreduceGroup group(rank, area.regions(), slot_bytes, std::chrono::seconds(60), mode);
-      group.set_single_copy_min_bytes(single_copy_min_bytes);
+      group.set_single_copy_bytes(single_copy_min_bytes, SIZE_MAX);
       auto& mine = results[static_cast<std::size_t>(rank)];
       for (std::size_t c = 0; c < counts.size(); ++c) {
         RankCall<T> call;
@@ -539,6 +539,7 @@ TEST_CASE("shm allreduce single copy: calls below the threshold and above altern
           "[shm][allreduce][single_copy]") {
   // 4 KiB and up single copy, below through the slots, on one group.
   const std::vector<int64_t> counts = {1000, 1024, 17, 300001, 1023, 2000};
+  CHECK(kShmSingleCopyMinBytes < kShmSingleCopyEndBytes);
   for (int p : {2, 4}) {
     const auto results =
         run_shm<float>(p, 4096, counts, true, small_value, float_sum(), {}, std::nullopt, 0, 4096);
@@ -589,6 +590,47 @@ TEST_CASE("shm allreduce single copy: the probe reads every peer, or names what 
   }
 }
 
+// Which calls take the single-copy path: with every read refused, a call
+// that reads fails and one through the slots succeeds.
+std::vector<Status> run_refused(int p, int64_t count, std::size_t min_bytes, std::size_t end_bytes,
+                                std::size_t rank0_later_bytes) {
+  HeapArea area(p, 4096);
+  std::vector<Status> statuses(static_cast<std::size_t>(p));
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < p; ++rank) {
+    threads.emplace_back([&, rank] {
+      // A failed read fails the other ranks' waits through the stall timeout.
+      ShmAllreduceGroup group(rank, area.regions(), 4096, std::chrono::milliseconds(500));
+      group.set_single_copy_bytes(min_bytes, end_bytes);
+      group.set_cross_memory_read(&refuse_read);
+      std::vector<float> buffer(static_cast<std::size_t>(count), 1.0f);
+      statuses[static_cast<std::size_t>(rank)] =
+          group.allreduce(buffer.data(), buffer.data(), count, sizeof(float), float_sum(), {},
+                          rank == 0 ? rank0_later_bytes : 0);
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  return statuses;
+}
+
+TEST_CASE("shm allreduce single copy: the sizes it takes, and rank 0 keeps streaming calls out",
+          "[shm][allreduce][single_copy]") {
+  const auto all_ok = [](const std::vector<Status>& statuses) {
+    return std::all_of(statuses.begin(), statuses.end(),
+                       [](const Status& status) { return status.is_ok(); });
+  };
+  // 4000 bytes: below the sizes, at the first, at the end (excluded).
+  CHECK(all_ok(run_refused(2, 1000, 4004, 8000, 0)));
+  CHECK_FALSE(all_ok(run_refused(2, 1000, 4000, 8000, 0)));
+  CHECK(all_ok(run_refused(2, 1000, 2000, 4000, 0)));
+  // Rank 0's call streams its output (kShmStreamingMinBytes with what
+  // follows): every rank takes the slots, whatever its own later_bytes.
+  CHECK(all_ok(run_refused(3, 1000, 0, SIZE_MAX, kShmStreamingMinBytes)));
+  const std::vector<Status> read = run_refused(3, 1000, 0, SIZE_MAX, 0);
+  CHECK_THAT(read[0].message(), Catch::Contains("rank 0 could not read rank 1's (pid") &&
+                                    Catch::Contains(std::strerror(EPERM)));
+}
+
 // Reads that succeed until kReadsBeforeFailure have been made, then fail
 // with ESRCH as for a peer that has exited.
 std::atomic<int> reads_made{0};
@@ -618,7 +660,7 @@ TEST_CASE("shm allreduce single copy: a read failing mid-call fails every rank's
     threads.emplace_back([&, rank] {
       // No stall timeout: only the failure can end the other rank's wait.
       ShmAllreduceGroup group(rank, area.regions(), 256, std::chrono::milliseconds(0));
-      group.set_single_copy_min_bytes(0);
+      group.set_single_copy_bytes(0, SIZE_MAX);
       if (rank == 1) group.set_cross_memory_read(&fail_after_some_reads);
       ShmWaitHooks hooks;
       hooks.fault = [&]() -> std::optional<std::string> {
