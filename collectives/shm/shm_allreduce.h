@@ -38,11 +38,13 @@
 // slots need no third barrier. Sequence numbers only grow over the group's
 // life, so every rank must run the same allreduces in the same order.
 //
-// Single copy (cross-memory attach). For calls of the sizes the group is
-// given (kShmSingleCopyMinBytes up to kShmSingleCopyEndBytes by default), where
-// the kernel lets the ranks read each other's memory (process_vm_readv, the
-// probe of make_node_shm), a call skips the slots: every rank publishes its
-// input and output addresses with its `arrived`; then, one chunk at a time,
+// Single copy (cross-memory attach). Where the kernel lets the ranks read
+// each other's memory (process_vm_readv, the probe of make_node_shm), a call
+// of the sizes the group is given (kShmSingleCopyMinBytes up to
+// kShmSingleCopyEndBytes by default) first has every rank publish its input
+// and output addresses, and rank 0 whether the call skips the slots (when
+// its output would not stream), with an `arrived` of its own. If it does,
+// one chunk (kShmSingleCopyChunkBytes) at a time,
 //   1. reduce: rank r reads share r of every other rank's input, a block of
 //      kShmSingleCopyBlockBytes per rank at a time, into a scratch of its
 //      own that stays in its L2 cache, folds it with its own input in the
@@ -104,14 +106,16 @@ constexpr std::size_t kShmStreamingMinBytes = 8 << 20;
 bool shm_streams_output(std::size_t bytes, std::size_t later_bytes);
 
 // Calls of kShmSingleCopyMinBytes up to (not including) kShmSingleCopyEndBytes
-// take the single-copy path where the group has it. Below, the two syscalls
-// per peer and the third barrier cost more than the copies saved; from 4 MiB
-// on, the slot path, which copies its output out with streaming stores,
-// moves fewer bytes through memory than the kernel's copies into cached
-// lines, and was as fast or faster. Measured at 2 ranks on 2 cores, same-run
+// take the single-copy path where the group has it, unless rank 0's output
+// streams (shm_streams_output). Below, the two system calls per peer and the
+// third barrier cost more than the copies saved. A call that streams comes
+// from memory and goes back there: the slot path, whose slots stay in the
+// cache and whose output is written with streaming stores, moves fewer bytes
+// through memory than the kernel's copies into cached lines, and the
+// ResNet-50 step ran faster on it. Measured at 2 ranks on 2 cores, same-run
 // medians (docs/design/single-copy-allreduce.md).
 constexpr std::size_t kShmSingleCopyMinBytes = 128 * 1024;
-constexpr std::size_t kShmSingleCopyEndBytes = 4 << 20;
+constexpr std::size_t kShmSingleCopyEndBytes = kShmStreamingMinBytes;
 // Bytes of one chunk of a single-copy call: each rank's share of it stays in
 // the caches between its owner reducing it and the others reading it.
 constexpr std::size_t kShmSingleCopyChunkBytes = 1 << 20;
