@@ -171,7 +171,7 @@ int64_t field_value(const Config& config) {
 // ranks that disagreed would hang on. HERD_PROCESS_SETS must agree too but
 // is compared list by list when the sets are made; HERD_EAGER_PIECE_BYTES
 // may differ because the ranks take the smallest value.
-const std::array<Setting, 21> kSettings = {{
+const std::array<Setting, 22> kSettings = {{
     {"HERD_FUSION_THRESHOLD", "4194304",
      "Most bytes packed into one fusion buffer; 0 turns fusion off, so every "
      "tensor is reduced on its own.",
@@ -253,6 +253,26 @@ const std::array<Setting, 21> kSettings = {{
      "one machine; 0 never; auto: any size.",
      &parse_auto_or_bytes<&Config::shm_allreduce_bytes>, &field_value<&Config::shm_allreduce_bytes>,
      &auto_or_decimal_text},
+    {"HERD_SHM_SINGLE_COPY", "auto",
+     "Whether the shared-memory allreduce copies each byte once between the "
+     "ranks' own buffers (process_vm_readv) for large buffers instead of "
+     "through the shared slots: auto where every rank can read every other "
+     "rank's memory, on the same but herd::init fails where some rank cannot, "
+     "off never (any letter case). Every rank of a process set agrees.",
+     [](const char* variable, std::string_view text, Config* config) {
+       const std::string lower = lowercase(text);
+       if (lower == "auto") {
+         config->shm_single_copy = ShmSingleCopy::kAuto;
+       } else if (lower == "on") {
+         config->shm_single_copy = ShmSingleCopy::kOn;
+       } else if (lower == "off") {
+         config->shm_single_copy = ShmSingleCopy::kOff;
+       } else {
+         return bad_value(variable, text, "auto, on or off");
+       }
+       return Status::ok();
+     },
+     kMayDiffer},
     {"HERD_STALL_CHECK_TIME", "60",
      "Seconds a tensor may wait for other ranks before herd logs a warning "
      "naming it and the ranks that have not submitted it; 0 turns the check off.",

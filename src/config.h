@@ -30,6 +30,15 @@ enum class GpuAllreduce {
   kMpi,
 };
 
+// Whether the shared-memory allreduce may copy once between processes
+// (collectives/shm/shm_allreduce.h): where the ranks can read each other's
+// memory, or required, or never.
+enum class ShmSingleCopy {
+  kAuto,
+  kOn,
+  kOff,
+};
+
 struct Config {
   // HERD_FUSION_THRESHOLD: most bytes packed into one fusion buffer; 0 turns
   // fusion off (every tensor is reduced on its own).
@@ -62,6 +71,8 @@ struct Config {
   // (collectives/shm/shm_allreduce.h); 0 never; -1 (the variable's "auto"):
   // any size.
   int64_t shm_allreduce_bytes = -1;
+  // HERD_SHM_SINGLE_COPY: auto, on or off; see ShmSingleCopy.
+  ShmSingleCopy shm_single_copy = ShmSingleCopy::kAuto;
   // HERD_STALL_CHECK_TIME: seconds a tensor may wait for other ranks before
   // herd logs a warning naming it and the ranks it waits for; 0 disables.
   // Also how long a shared-memory allreduce waits for a rank before failing.

@@ -67,6 +67,11 @@ ShmPath ProcessSetState::make_shm_path(const Config& config) {
   collectives::NodeShmOptions options;
   // A rank stuck this long inside an allreduce fails it instead of hanging.
   options.stall_timeout = collective_timeout(config);
+  options.single_copy = config.shm_single_copy == ShmSingleCopy::kOn
+                            ? collectives::NodeShmOptions::SingleCopy::kOn
+                        : config.shm_single_copy == ShmSingleCopy::kOff
+                            ? collectives::NodeShmOptions::SingleCopy::kOff
+                            : collectives::NodeShmOptions::SingleCopy::kAuto;
   std::string why_not;
   node_shm_ = collectives::make_node_shm(data_comm_, options, &why_not);
   if (!node_shm_) {
@@ -74,8 +79,11 @@ ShmPath ProcessSetState::make_shm_path(const Config& config) {
              why_not);
     return {};
   }
-  HERD_LOG(kDebug, "process set {}: allreduces of up to {} bytes through shared memory", id_,
-           config.shm_allreduce_bytes);
+  HERD_LOG(kDebug,
+           "process set {}: allreduces of up to {} bytes through shared memory, copied once "
+           "between the ranks' buffers from {} bytes up to {}",
+           id_, config.shm_allreduce_bytes, node_shm_->group().single_copy_min_bytes(),
+           node_shm_->group().single_copy_end_bytes());
   return {&node_shm_->group(), config.shm_allreduce_bytes < 0
                                    ? SIZE_MAX
                                    : static_cast<std::size_t>(config.shm_allreduce_bytes)};

@@ -67,6 +67,38 @@ std::vector<void*> rank_regions(void* mapping, int ranks, std::size_t slot_bytes
   return regions;
 }
 
+// Gives the group the single-copy path where every rank can read every
+// other's memory and none turned it off; throws where some rank requires it
+// and some rank cannot. The same outcome on every rank.
+void agree_on_single_copy(MPI_Comm comm, int rank, int ranks, const NodeShmOptions& options,
+                          ShmAllreduceGroup& group) {
+  using SingleCopy = NodeShmOptions::SingleCopy;
+  if (options.cross_memory_read != nullptr) group.set_cross_memory_read(options.cross_memory_read);
+  // After it, every rank's group has published where its control block lies.
+  HERD_MPI_CHECK(MPI_Barrier(comm));
+  Status probe = Status::error(fmt::format("HERD_SHM_SINGLE_COPY=off on rank {}", rank));
+  if (options.single_copy != SingleCopy::kOff) probe = group.probe_single_copy();
+  // MIN of each: every rank can read; no rank requires it; the first rank
+  // that cannot read (ranks: none).
+  std::array<int, 3> votes = {probe.is_ok() ? 1 : 0, options.single_copy == SingleCopy::kOn ? 0 : 1,
+                              probe.is_ok() ? ranks : rank};
+  std::array<int, 3> agreed{};
+  HERD_MPI_CHECK(MPI_Allreduce(votes.data(), agreed.data(), 3, MPI_INT, MPI_MIN, comm));
+  if (agreed[0] == 1) {
+    group.set_single_copy_bytes(options.single_copy_min_bytes, options.single_copy_end_bytes);
+    return;
+  }
+  if (agreed[1] == 1) return;
+  // Every rank names the first rank that cannot, with its own words.
+  std::array<char, 512> why{};
+  if (rank == agreed[2]) std::strncpy(why.data(), probe.message().c_str(), why.size() - 1);
+  HERD_MPI_CHECK(MPI_Bcast(why.data(), static_cast<int>(why.size()), MPI_CHAR, agreed[2], comm));
+  throw Error(fmt::format(
+      "herd: HERD_SHM_SINGLE_COPY=on, but the shared-memory allreduce cannot copy once between "
+      "the {} ranks: {}",
+      ranks, why.data()));
+}
+
 }  // namespace
 
 NodeShm::NodeShm(void* mapping, std::size_t bytes, int rank, int ranks, std::size_t slot_bytes,
@@ -138,6 +170,7 @@ std::unique_ptr<NodeShm> make_node_shm(MPI_Comm comm, const NodeShmOptions& opti
   hooks.fault = [] { return known_fault(); };
   hooks.failed = [](const std::string& message) { (void)announce_fault(message); };
   node_shm->group().set_wait_hooks(std::move(hooks));
+  agree_on_single_copy(comm, rank, ranks, options, node_shm->group());
   return node_shm;
 }
 

@@ -58,7 +58,11 @@ uint8_t* shm_region_slot(void* region, int slot, std::size_t slot_bytes) {
 ShmAllreduceGroup::ShmAllreduceGroup(int rank, std::vector<void*> regions, std::size_t slot_bytes,
                                      std::chrono::milliseconds stall_timeout,
                                      std::optional<ShmLineMode> fixed_mode)
-    : rank_(rank), slot_bytes_(slot_bytes), stall_timeout_(stall_timeout), fixed_mode_(fixed_mode) {
+    : rank_(rank),
+      slot_bytes_(slot_bytes),
+      stall_timeout_(stall_timeout),
+      fixed_mode_(fixed_mode),
+      read_(&process_vm_readv) {
   HERD_ENFORCE_GE(rank, 0);
   HERD_ENFORCE_LT(rank, static_cast<int>(regions.size()));
   HERD_ENFORCE_GE(slot_bytes, kCacheLineBytes);
@@ -68,7 +72,142 @@ ShmAllreduceGroup::ShmAllreduceGroup(int rank, std::vector<void*> regions, std::
   }
   // Every rank's counters start where this rank's do: a group is made once
   // per region, before any rank's first allreduce.
-  sequence_ = controls_[static_cast<std::size_t>(rank_)]->arrived.value.load();
+  ShmRankControl* mine = controls_[static_cast<std::size_t>(rank_)];
+  sequence_ = mine->arrived.value.load();
+  mine->self.value.store(reinterpret_cast<uint64_t>(mine));
+}
+
+Status ShmAllreduceGroup::probe_single_copy() const {
+  // The pid counter's place in a control block, the same in every process.
+  const ShmRankControl& mine = *controls_[static_cast<std::size_t>(rank_)];
+  const auto pid_offset = static_cast<uint64_t>(reinterpret_cast<const uint8_t*>(&mine.pid) -
+                                                reinterpret_cast<const uint8_t*>(&mine));
+  for (int j = 0; j < size(); ++j) {
+    if (j == rank_) continue;
+    const ShmRankControl& peer = *controls_[static_cast<std::size_t>(j)];
+    const uint64_t pid = peer.pid.value.load();
+    uint64_t read_pid = 0;
+    iovec local{&read_pid, sizeof(read_pid)};
+    iovec remote{reinterpret_cast<void*>(peer.self.value.load() + pid_offset), sizeof(read_pid)};
+    const ssize_t read = read_(static_cast<pid_t>(pid), &local, 1, &remote, 1, 0);
+    if (read != static_cast<ssize_t>(sizeof(read_pid))) {
+      const int error = read < 0 ? errno : EFAULT;
+      return Status::error(
+          fmt::format("rank {} cannot read the memory of rank {} (pid {}) with process_vm_readv: "
+                      "{} (needs the same user and ptrace allowed: "
+                      "/proc/sys/kernel/yama/ptrace_scope 0, or CAP_SYS_PTRACE, and no seccomp "
+                      "filter refusing it)",
+                      rank_, j, pid, std::strerror(error)) +
+          named(j));
+    }
+    if (read_pid != pid) {
+      return Status::error(fmt::format(
+          "rank {} read pid {} from the memory of rank {} (pid {}): not that rank's process", rank_,
+          read_pid, j, pid));
+    }
+  }
+  return Status::ok();
+}
+
+Status ShmAllreduceGroup::read_peer(int j, void* local, uint64_t remote, std::size_t bytes,
+                                    const char* what, std::size_t offset, std::size_t total_bytes,
+                                    int64_t chunk, int64_t chunks) {
+  const uint64_t pid = controls_[static_cast<std::size_t>(j)]->pid.value.load();
+  std::size_t done = 0;
+  while (done < bytes) {
+    iovec to{static_cast<uint8_t*>(local) + done, bytes - done};
+    iovec from{reinterpret_cast<void*>(remote + done), bytes - done};
+    const ssize_t read = read_(static_cast<pid_t>(pid), &to, 1, &from, 1, 0);
+    if (read <= 0) {
+      // 0: none of the rest could be read, which the kernel reports as a
+      // short read rather than EFAULT.
+      const int error = read < 0 ? errno : EFAULT;
+      return fail_wait(
+          fmt::format("shm allreduce: rank {} could not read rank {}'s (pid {}) {} in chunk {} "
+                      "of {} of a {}-byte call ({} bytes at offset {}): process_vm_readv: {}{}",
+                      rank_, j, pid, what, chunk, chunks, total_bytes, bytes - done, offset + done,
+                      std::strerror(error), error == ESRCH ? " (the process has exited)" : "") +
+          named(j));
+    }
+    done += static_cast<std::size_t>(read);
+  }
+  return Status::ok();
+}
+
+Status ShmAllreduceGroup::allreduce_single_copy(const uint8_t* in, uint8_t* out, int64_t count,
+                                                std::size_t element_size,
+                                                const ops::ReduceFn& reduce,
+                                                const FinishFn& finish) {
+  const auto ranks = static_cast<std::size_t>(size());
+  const auto me = static_cast<std::size_t>(rank_);
+  const std::size_t total_bytes = static_cast<std::size_t>(count) * element_size;
+  const auto chunk_count = static_cast<int64_t>(kShmSingleCopyChunkBytes / element_size);
+  const auto block_count = static_cast<int64_t>(kShmSingleCopyBlockBytes / element_size);
+  const int64_t line_count = static_cast<int64_t>(kCacheLineBytes / element_size);
+  const int64_t chunks = (count + chunk_count - 1) / chunk_count;
+  ShmRankControl& mine = *controls_[me];
+
+  std::vector<uint64_t> inputs(ranks);
+  std::vector<uint64_t> outputs(ranks);
+  for (std::size_t j = 0; j < ranks; ++j) {
+    inputs[j] = controls_[j]->input.value.load(std::memory_order_relaxed);
+    outputs[j] = controls_[j]->output.value.load(std::memory_order_relaxed);
+  }
+  scratch_.resize(ranks * kShmSingleCopyBlockBytes);
+  std::vector<const void*> sources(ranks);
+  const auto bytes_of = [element_size](int64_t elements) {
+    return static_cast<std::size_t>(elements) * element_size;
+  };
+
+  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    const int64_t first = chunk * chunk_count;
+    const int64_t n = std::min(chunk_count, count - first);
+    const uint64_t sequence = ++sequence_;
+    // The shares of the slot path: whole cache lines, rank j's from j * share.
+    const int64_t share = (n + static_cast<int64_t>(ranks) * line_count - 1) /
+                          (static_cast<int64_t>(ranks) * line_count) * line_count;
+    const auto share_begin = [&](std::size_t j) {
+      return first + std::min(n, static_cast<int64_t>(j) * share);
+    };
+    const auto share_end = [&](std::size_t j) {
+      return std::min(first + n, share_begin(j) + share);
+    };
+
+    for (int64_t lo = share_begin(me); lo < share_end(me); lo += block_count) {
+      const int64_t length = std::min(block_count, share_end(me) - lo);
+      const std::size_t at = bytes_of(lo);
+      for (std::size_t j = 0; j < ranks; ++j) {
+        if (j == me) {
+          sources[j] = in + at;
+          continue;
+        }
+        uint8_t* block = scratch_.data() + j * kShmSingleCopyBlockBytes;
+        HERD_RETURN_IF_ERROR(read_peer(static_cast<int>(j), block, inputs[j] + at, bytes_of(length),
+                                       "input", at, total_bytes, chunk, chunks));
+        sources[j] = block;
+      }
+      // In place, out + at is this rank's own input block: the fold reads
+      // each element before it writes it.
+      detail::fold_in_reduction_order(out + at, sources.data(), static_cast<int>(ranks), length,
+                                      element_size, reduce);
+      if (finish) finish(out + at, length);
+    }
+    mine.reduced.value.store(sequence, std::memory_order_release);
+    HERD_RETURN_IF_ERROR(
+        wait_for_all(&ShmRankControl::reduced, sequence, "reducing", chunk, chunks));
+
+    for (std::size_t j = 0; j < ranks; ++j) {
+      if (j == me || share_end(j) <= share_begin(j)) continue;
+      const std::size_t at = bytes_of(share_begin(j));
+      HERD_RETURN_IF_ERROR(read_peer(static_cast<int>(j), out + at, outputs[j] + at,
+                                     bytes_of(share_end(j) - share_begin(j)), "result", at,
+                                     total_bytes, chunk, chunks));
+    }
+  }
+  // Every rank stays until no other rank reads its buffers any more.
+  const uint64_t finished = ++sequence_;
+  mine.arrived.value.store(finished, std::memory_order_release);
+  return wait_for_all(&ShmRankControl::arrived, finished, "copying out", chunks - 1, chunks);
 }
 
 void ShmAllreduceGroup::set_wait_hooks(ShmWaitHooks hooks) { hooks_ = std::move(hooks); }
@@ -145,6 +284,26 @@ Status ShmAllreduceGroup::allreduce(const void* input, void* output, int64_t cou
   const int64_t chunks = count == 0 ? 0 : (count + chunk_count - 1) / chunk_count;
   const auto* in = static_cast<const uint8_t*>(input);
   auto* out = static_cast<uint8_t*>(output);
+  if (count > 0 && size() > 1 && total_bytes >= single_copy_min_bytes_ &&
+      total_bytes < single_copy_end_bytes_) {
+    // Rank 0 chooses the path: a call whose output streams comes from memory
+    // and goes back there, where the slot path moves fewer bytes through
+    // memory (the others may differ in later_bytes). Every rank publishes its
+    // buffers in case.
+    ShmRankControl& mine = *controls_[me];
+    mine.input.value.store(reinterpret_cast<uint64_t>(in), std::memory_order_relaxed);
+    mine.output.value.store(reinterpret_cast<uint64_t>(out), std::memory_order_relaxed);
+    if (rank_ == 0) {
+      mine.single_copy.value.store(streaming ? 0 : 1, std::memory_order_relaxed);
+    }
+    const uint64_t published = ++sequence_;
+    mine.arrived.value.store(published, std::memory_order_release);
+    HERD_RETURN_IF_ERROR(
+        wait_for_all(&ShmRankControl::arrived, published, "publishing its buffers", 0, chunks));
+    if (controls_[0]->single_copy.value.load(std::memory_order_relaxed) == 1) {
+      return allreduce_single_copy(in, out, count, element_size, reduce, finish);
+    }
+  }
   ShmRankControl& mine = *controls_[me];
   // Rank 0 picks the call's mode and publishes it before its first
   // `arrived`; the others read it once that has arrived.

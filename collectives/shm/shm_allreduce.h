@@ -38,6 +38,29 @@
 // slots need no third barrier. Sequence numbers only grow over the group's
 // life, so every rank must run the same allreduces in the same order.
 //
+// Single copy (cross-memory attach). Where the kernel lets the ranks read
+// each other's memory (process_vm_readv, the probe of make_node_shm), a call
+// of the sizes the group is given (kShmSingleCopyMinBytes up to
+// kShmSingleCopyEndBytes by default) first has every rank publish its input
+// and output addresses, and rank 0 whether the call skips the slots (when
+// its output would not stream), with an `arrived` of its own. If it does,
+// one chunk (kShmSingleCopyChunkBytes) at a time,
+//   1. reduce: rank r reads share r of every other rank's input, a block of
+//      kShmSingleCopyBlockBytes per rank at a time, into a scratch of its
+//      own that stays in its L2 cache, folds it with its own input in the
+//      same reduction order into share r of its own output, applies
+//      `finish`, and publishes `reduced`;
+//   2. copy out: once every rank has reduced, every rank reads each other
+//      rank's share of the result from that rank's output straight into its
+//      own output;
+// and a last barrier (`arrived` again) keeps every rank in the call until no
+// other rank reads its buffers. Each byte is copied once between processes
+// (by the kernel) instead of into and out of a slot. In place is safe: in
+// step 1 rank r writes only share r of its buffer, which no other rank reads
+// before step 2; in step 2 it writes the other shares, which their owners
+// read in step 1 of that chunk, before `reduced`, and nobody reads again.
+// docs/design/single-copy-allreduce.md has the measurements.
+//
 // Waiting: a rank spins on the other ranks' counters (they arrive within
 // microseconds when every rank has a core), then yields, then sleeps between
 // looks with growing pauses (collectives/poll_backoff.h). A rank whose
@@ -55,6 +78,9 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <sys/types.h>
+#include <sys/uio.h>
 
 #include "collectives/allreduce.h"
 #include "collectives/shm/line_mode.h"
@@ -78,6 +104,29 @@ constexpr std::size_t kShmShortChunkBytes = 256 * 1024;
 // docs/design/streaming-stores.md.
 constexpr std::size_t kShmStreamingMinBytes = 8 << 20;
 bool shm_streams_output(std::size_t bytes, std::size_t later_bytes);
+
+// Calls of kShmSingleCopyMinBytes up to (not including) kShmSingleCopyEndBytes
+// take the single-copy path where the group has it, unless rank 0's output
+// streams (shm_streams_output). Below, the two system calls per peer and the
+// third barrier cost more than the copies saved. A call that streams comes
+// from memory and goes back there: the slot path, whose slots stay in the
+// cache and whose output is written with streaming stores, moves fewer bytes
+// through memory than the kernel's copies into cached lines, and the
+// ResNet-50 step ran faster on it. Measured at 2 ranks on 2 cores, same-run
+// medians (docs/design/single-copy-allreduce.md).
+constexpr std::size_t kShmSingleCopyMinBytes = 128 * 1024;
+constexpr std::size_t kShmSingleCopyEndBytes = kShmStreamingMinBytes;
+// Bytes of one chunk of a single-copy call: each rank's share of it stays in
+// the caches between its owner reducing it and the others reading it.
+constexpr std::size_t kShmSingleCopyChunkBytes = 1 << 20;
+// Bytes read from each peer at a time into a rank's scratch while reducing.
+constexpr std::size_t kShmSingleCopyBlockBytes = 32 * 1024;
+
+// How a group reads another process's memory: process_vm_readv's signature,
+// so that tests can refuse or fail it.
+using CrossMemoryRead = ssize_t (*)(pid_t pid, const iovec* local, unsigned long local_count,
+                                    const iovec* remote, unsigned long remote_count,
+                                    unsigned long flags);
 
 // Bytes of the chunks of a call with slots of `slot_bytes`.
 std::size_t shm_chunk_bytes(bool output_streams, std::size_t slot_bytes);
@@ -103,6 +152,14 @@ struct ShmRankControl {
   ShmCounter reduced;  // last chunk whose share was reduced
   ShmCounter pid;      // the rank's process, for the liveness check
   ShmCounter mode;     // rank 0's: the ShmLineMode of its current call
+  // Single copy: the current call's input and output, as addresses in the
+  // rank's process, published before its first `arrived` of the call.
+  ShmCounter input;
+  ShmCounter output;
+  // This control block's address in the rank's process, for the probe.
+  ShmCounter self;
+  // Rank 0's: 1 when its current call takes the single-copy path.
+  ShmCounter single_copy;
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free,
               "the counters are shared between processes");
@@ -129,6 +186,22 @@ class ShmAllreduceGroup {
   // Before the first allreduce.
   void set_wait_hooks(ShmWaitHooks hooks);
 
+  // Whether this rank can read every other rank's memory: reads each other
+  // rank's control block from its process (after every rank's group is
+  // made). Fails naming the first rank it cannot read and the error.
+  [[nodiscard]] Status probe_single_copy() const;
+  // Calls of min_bytes up to (not including) end_bytes take the single-copy
+  // path; by default none. Every rank must set the same sizes, before a call.
+  void set_single_copy_bytes(std::size_t min_bytes, std::size_t end_bytes) {
+    single_copy_min_bytes_ = min_bytes;
+    single_copy_end_bytes_ = end_bytes;
+  }
+  std::size_t single_copy_min_bytes() const { return single_copy_min_bytes_; }
+  std::size_t single_copy_end_bytes() const { return single_copy_end_bytes_; }
+  // Tests: reads other processes' memory with `read` instead of
+  // process_vm_readv (the probe and the single-copy path).
+  void set_cross_memory_read(CrossMemoryRead read) { read_ = read; }
+
   // Reduces input (count elements of element_size bytes) over the group into
   // output, like collectives::allreduce: input == output is in place, else
   // they must not overlap. `finish` (if set) is applied once to every element
@@ -141,6 +214,16 @@ class ShmAllreduceGroup {
 
  private:
   // Waits until every rank's counter (arrived or reduced) reaches sequence.
+  // The single-copy path of allreduce (count > 0), after every rank has
+  // published its buffers.
+  [[nodiscard]] Status allreduce_single_copy(const uint8_t* in, uint8_t* out, int64_t count,
+                                             std::size_t element_size, const ops::ReduceFn& reduce,
+                                             const FinishFn& finish);
+  // Reads `bytes` at `remote` in rank j's process into `local`; the failure
+  // names this rank, rank j, what was read and the chunk.
+  [[nodiscard]] Status read_peer(int j, void* local, uint64_t remote, std::size_t bytes,
+                                 const char* what, std::size_t offset, std::size_t total_bytes,
+                                 int64_t chunk, int64_t chunks);
   [[nodiscard]] Status wait_for_all(ShmCounter ShmRankControl::*counter, uint64_t sequence,
                                     const char* phase, int64_t chunk, int64_t chunks);
   // "; it is rank 1 (host h, pid p)" when hooks_ can name the rank.
@@ -157,6 +240,10 @@ class ShmAllreduceGroup {
   std::vector<ShmRankControl*> controls_;
   std::vector<uint8_t*> slots_[2];  // slots_[k][j]: rank j's slot k
   uint64_t sequence_ = 0;           // chunks run by this group so far
+  std::size_t single_copy_min_bytes_ = 0;
+  std::size_t single_copy_end_bytes_ = 0;
+  CrossMemoryRead read_;
+  std::vector<uint8_t> scratch_;  // single copy: a block per rank
 };
 
 }  // namespace herd::collectives

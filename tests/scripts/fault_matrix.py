@@ -27,7 +27,12 @@ Cases (name: ranks, fault):
                      SIGSTOP rank 1 for longer than HERD_COLLECTIVE_TIMEOUT:
                      the other rank fails, naming it
   stop_short_np2     SIGSTOP rank 1 for less: every result exact (the twin)
-  healthy_shm_np3, healthy_mpi_np3
+  kill_shm_single_copy_np2
+                     kill_shm_np2 with 1 MiB allreduces through the single-copy
+                     path (HERD_SHM_SINGLE_COPY=on): a survivor reading the
+                     dead rank's memory, or waiting for it, fails within a
+                     second or two, naming it
+  healthy_shm_np3, healthy_mpi_np3, healthy_shm_single_copy_np3
                      no fault: every result exact (the twin of the kills)
   healthy_np2        two allreduces and herd::shutdown on both ranks, exact
                      (the twin of early_exit_np2 and shutdown_pending_np2)
@@ -74,6 +79,9 @@ class Case:
 
 
 MPI_ONLY = {"HERD_SHM_ALLREDUCE_BYTES": "0"}
+SINGLE_COPY = {"HERD_SHM_SINGLE_COPY": "on"}
+# 1 MiB of float32: the sizes the single-copy path takes.
+MID = 1 << 18
 # 4 MiB of float32: a kill lands inside the data exchange more often than not.
 BIG = 1 << 20
 CASES = {
@@ -81,7 +89,9 @@ CASES = {
     "kill_shm_np3": Case(3, "loop", elements=BIG, fault="kill"),
     "kill_mpi_np2": Case(2, "loop", MPI_ONLY, elements=BIG, fault="kill"),
     "kill_mpi_np3": Case(3, "loop", MPI_ONLY, elements=BIG, fault="kill"),
+    "kill_shm_single_copy_np2": Case(2, "loop", SINGLE_COPY, elements=MID, fault="kill"),
     "healthy_shm_np3": Case(3, "loop", iterations=200),
+    "healthy_shm_single_copy_np3": Case(3, "loop", SINGLE_COPY, elements=MID, iterations=200),
     "healthy_mpi_np3": Case(3, "loop", MPI_ONLY, iterations=200),
     "healthy_np2": Case(2, "loop", iterations=2),
     "stop_long_mpi_np2": Case(2, "loop", MPI_ONLY, fault="stop", stop_s=TIMEOUT_S + 4.0),

@@ -48,6 +48,7 @@ std::set<std::string> differing_fields(const Config& a, const Config& b) {
     fields.insert("collective_timeout_seconds");
   }
   if (a.process_sets != b.process_sets) fields.insert("process_sets");
+  if (a.shm_single_copy != b.shm_single_copy) fields.insert("shm_single_copy");
   if (a.gpu_allreduce != b.gpu_allreduce) fields.insert("gpu_allreduce");
   if (a.hierarchical_allreduce != b.hierarchical_allreduce) fields.insert("hierarchical_allreduce");
   if (a.nccl_timeout_seconds != b.nccl_timeout_seconds) fields.insert("nccl_timeout_seconds");
@@ -70,6 +71,7 @@ const std::set<std::string> kAllFields = {"fusion_threshold_bytes",
                                           "small_allreduce_bytes",
                                           "eager_piece_bytes",
                                           "shm_allreduce_bytes",
+                                          "shm_single_copy",
                                           "stall_check_seconds",
                                           "stall_shutdown_seconds",
                                           "collective_timeout_seconds",
@@ -226,6 +228,29 @@ TEST_CASE("config: HERD_EAGER_PIECE_BYTES", "[config]") {
 
 TEST_CASE("config: HERD_SHM_ALLREDUCE_BYTES", "[config]") {
   check_auto_or_bytes("HERD_SHM_ALLREDUCE_BYTES", &Config::shm_allreduce_bytes, "1073741824");
+}
+
+TEST_CASE("config: HERD_SHM_SINGLE_COPY is auto, on or off in any letter case", "[config]") {
+  CHECK(Config{}.shm_single_copy == ShmSingleCopy::kAuto);
+  const std::map<std::string, ShmSingleCopy> valid = {{"auto", ShmSingleCopy::kAuto},
+                                                      {"on", ShmSingleCopy::kOn},
+                                                      {"ON", ShmSingleCopy::kOn},
+                                                      {"off", ShmSingleCopy::kOff},
+                                                      {"Off", ShmSingleCopy::kOff}};
+  for (const auto& [text, value] : valid) {
+    INFO(text);
+    Config config;
+    REQUIRE(read({{"HERD_SHM_SINGLE_COPY", text}}, &config).is_ok());
+    CHECK(config.shm_single_copy == value);
+  }
+  for (const char* text : {"", "1", "yes", "auto "}) {
+    INFO(text);
+    Config config;
+    const Status status = read({{"HERD_SHM_SINGLE_COPY", text}}, &config);
+    REQUIRE_FALSE(status.is_ok());
+    CHECK_THAT(status.message(),
+               Catch::Contains("HERD_SHM_SINGLE_COPY") && Catch::Contains("auto, on or off"));
+  }
 }
 
 TEST_CASE("config: HERD_STALL_CHECK_TIME", "[config]") {
@@ -689,18 +714,28 @@ TEST_CASE("config: several bad values are reported together", "[config]") {
 }
 
 TEST_CASE("config: setting_docs covers every field exactly once", "[config]") {
-  const std::map<std::string, std::string> non_default = {
-      {"HERD_FUSION_THRESHOLD", "1"},        {"HERD_CYCLE_TIME", "0.25"},
-      {"HERD_CACHE_CAPACITY", "7"},          {"HERD_LOG_LEVEL", "trace"},
-      {"HERD_RING_SEGMENT_BYTES", "3"},      {"HERD_SMALL_ALLREDUCE_BYTES", "5"},
-      {"HERD_STALL_CHECK_TIME", "2.5"},      {"HERD_PROCESS_SETS", "0,1"},
-      {"HERD_FUSION_MAX_TENSOR_BYTES", "9"}, {"HERD_GPU_ALLREDUCE", "mpi"},
-      {"HERD_HIERARCHICAL_ALLREDUCE", "1"},  {"HERD_NCCL_TIMEOUT", "1.5"},
-      {"HERD_GPU_STAGING_BYTES", "4096"},    {"HERD_EAGER_PIECE_BYTES", "0"},
-      {"HERD_SHM_ALLREDUCE_BYTES", "0"},     {"HERD_STALL_SHUTDOWN_TIME", "7.5"},
-      {"HERD_COLLECTIVE_TIMEOUT", "4"},      {"HERD_NUM_SERVERS", "2"},
-      {"HERD_KVSTORE_BIGARRAY_BOUND", "10"}, {"HERD_TIMELINE", "/tmp/timeline.json"},
-      {"HERD_TIMELINE_MARK_CYCLES", "1"}};
+  const std::map<std::string, std::string> non_default = {{"HERD_FUSION_THRESHOLD", "1"},
+                                                          {"HERD_CYCLE_TIME", "0.25"},
+                                                          {"HERD_CACHE_CAPACITY", "7"},
+                                                          {"HERD_LOG_LEVEL", "trace"},
+                                                          {"HERD_RING_SEGMENT_BYTES", "3"},
+                                                          {"HERD_SMALL_ALLREDUCE_BYTES", "5"},
+                                                          {"HERD_STALL_CHECK_TIME", "2.5"},
+                                                          {"HERD_PROCESS_SETS", "0,1"},
+                                                          {"HERD_FUSION_MAX_TENSOR_BYTES", "9"},
+                                                          {"HERD_GPU_ALLREDUCE", "mpi"},
+                                                          {"HERD_HIERARCHICAL_ALLREDUCE", "1"},
+                                                          {"HERD_NCCL_TIMEOUT", "1.5"},
+                                                          {"HERD_GPU_STAGING_BYTES", "4096"},
+                                                          {"HERD_EAGER_PIECE_BYTES", "0"},
+                                                          {"HERD_SHM_ALLREDUCE_BYTES", "0"},
+                                                          {"HERD_STALL_SHUTDOWN_TIME", "7.5"},
+                                                          {"HERD_SHM_SINGLE_COPY", "off"},
+                                                          {"HERD_COLLECTIVE_TIMEOUT", "4"},
+                                                          {"HERD_NUM_SERVERS", "2"},
+                                                          {"HERD_KVSTORE_BIGARRAY_BOUND", "10"},
+                                                          {"HERD_TIMELINE", "/tmp/timeline.json"},
+                                                          {"HERD_TIMELINE_MARK_CYCLES", "1"}};
   std::vector<SettingDoc> docs = setting_docs();
   REQUIRE(docs.size() == non_default.size());
 
