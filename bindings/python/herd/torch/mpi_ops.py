@@ -151,6 +151,13 @@ def _contiguous(tensor):
     return tensor if tensor.is_contiguous() else tensor.detach().contiguous()
 
 
+def _needs_gradient(tensor):
+    """Whether autograd records an operation on ``tensor`` now. When it does not, the
+    autograd Function is skipped: its result would have no grad_fn either, and building the
+    node costs a few microseconds per call."""
+    return torch.is_grad_enabled() and getattr(tensor, "requires_grad", False)
+
+
 # CPU results of at least this many bytes take their memory from herd's pool of recycled host
 # blocks (_native.HostBuffer) rather than from torch's allocator: see _new_result.
 _POOLED_RESULT_BYTES = 64 << 10
@@ -350,8 +357,12 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     """Reduces ``tensor`` across ranks and returns the result in a new tensor (differentiable).
     ``compression`` converts the tensor before it travels and back after."""
     compressed, context = compression.compress(tensor)
-    reduced = HorovodAllreduce.apply(compressed, average, name, op, prescale_factor,
-                                     postscale_factor, process_set)
+    if _needs_gradient(compressed):
+        reduced = HorovodAllreduce.apply(compressed, average, name, op, prescale_factor,
+                                         postscale_factor, process_set)
+    else:
+        reduced = synchronize(allreduce_async(compressed, average, name, op, prescale_factor,
+                                              postscale_factor, process_set))
     return compression.decompress(reduced, context)
 
 
