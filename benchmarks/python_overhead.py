@@ -6,10 +6,11 @@ API a training script uses: ``hvd.allreduce`` (a new output tensor, the
 autograd node, the handle), ``hvd.allreduce_`` (in place) and
 ``hvd.allreduce_async_`` followed by ``hvd.synchronize``. With
 ``--module herd.torch`` (the default) it also times the C++ runtime with no
-Python layer on top, ``herd._native.allreduce_async(...).wait()`` from the
-same input into one output buffer kept across calls, and gives each row's
-ratio to it. ``--module horovod.torch`` times the same rows through Horovod,
-so that two launches compare the two modules call for call.
+Python layer on top, ``herd._native.allreduce_async(...).wait()``: ``native``
+from the same input into one output buffer kept across calls, ``native_`` in
+place; each row gets its ratio to the one that does what it does (out of
+place or in place). ``--module horovod.torch`` times the same rows through
+Horovod, so that two launches compare the two modules call for call.
 
 Sizes run from 4 KiB to 64 MiB in steps of 4 (``--sizes`` for others). Each
 size runs its rows in turns (``--rounds``), so that a change in the machine's
@@ -31,8 +32,9 @@ import time
 
 import torch
 
-ROWS = ("allreduce", "allreduce_", "async_+synchronize")
-NATIVE = "native"
+# Each row of herd.torch and the native call it is compared with.
+BASELINE = {"allreduce": "native", "allreduce_": "native_", "async_+synchronize": "native_",
+            "native": "native", "native_": "native_"}
 
 
 def default_sizes():
@@ -58,8 +60,8 @@ def parse_args(argv):
                         help="bytes per tensor (default 4 KiB to 64 MiB, steps of 4)")
     parser.add_argument("--op", choices=("sum", "average"), default="sum",
                         help="reduction of every row (default sum)")
-    parser.add_argument("--rounds", type=int, default=5,
-                        help="turns through the rows per size (default 5)")
+    parser.add_argument("--rounds", type=int, default=8,
+                        help="turns through the rows per size (default 8)")
     parser.add_argument("--budget-mib", type=int, default=1024,
                         help="MiB reduced per row and size, which sets the number of calls "
                              "(default 1024; at least 5 calls per round)")
@@ -82,6 +84,7 @@ class Rows:
         # Zeros stay zeros under every op, however often a row reduces them in place.
         self.inplace = torch.zeros(count, dtype=torch.float32)
         self.output = torch.empty_like(self.input)
+        self.inplace_native = torch.zeros(count, dtype=torch.float32)
         self.calls = {
             "allreduce": self.out_of_place,
             "allreduce_": self.in_place,
@@ -91,7 +94,8 @@ class Rows:
             self.native_module = native
             self.native_op = native.ReduceOp.SUM if op == hvd.Sum else native.ReduceOp.AVERAGE
             self.count = count
-            self.calls[NATIVE] = self.native
+            self.calls["native"] = self.native
+            self.calls["native_"] = self.native_in_place
         self.size = size
 
     def out_of_place(self):
@@ -108,6 +112,12 @@ class Rows:
         self.native_module.allreduce_async(
             f"po.native.{self.size}", self.input.data_ptr(), self.output.data_ptr(), "float32",
             [self.count], self.native_op).wait()
+
+    def native_in_place(self):
+        address = self.inplace_native.data_ptr()
+        self.native_module.allreduce_async(
+            f"po.native_.{self.size}", address, address, "float32", [self.count],
+            self.native_op).wait()
 
 
 def barrier(hvd):
@@ -151,11 +161,12 @@ def format_size(size):
 def table_records(results, module, ranks, op):
     records = []
     for size, calls, medians in results:
-        base = medians.get(NATIVE)
         for name, median in medians.items():
+            base = medians.get(BASELINE[name])
             records.append({
                 "module": module, "ranks": ranks, "op": op, "bytes": size, "row": name,
                 "calls": calls, "median_us": round(median, 2),
+                "baseline": BASELINE[name] if base else None,
                 "over_native": round(median / base, 3) if base else None,
                 "extra_us": round(median - base, 2) if base else None,
             })
@@ -168,13 +179,13 @@ def print_table(records, module, ranks, op, rounds):
     has_native = any(r["over_native"] is not None for r in records)
     header = f"{'size':>8} {'row':<20} {'calls':>6} {'median_us':>11}"
     if has_native:
-        header += f" {'x native':>9} {'+us':>9}"
+        header += f" {'baseline':>9} {'ratio':>7} {'+us':>9}"
     print(header)
     for r in records:
         line = (f"{format_size(r['bytes']):>8} {r['row']:<20} {r['calls']:>6} "
                 f"{r['median_us']:>11.1f}")
         if has_native:
-            line += f" {r['over_native']:>9.3f} {r['extra_us']:>9.1f}"
+            line += f" {r['baseline']:>9} {r['over_native']:>7.3f} {r['extra_us']:>9.1f}"
         print(line)
     sys.stdout.flush()
 

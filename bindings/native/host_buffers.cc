@@ -18,6 +18,7 @@
 #include <new>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "native/bindings.h"
 
@@ -33,8 +34,9 @@ std::size_t rounded_up(std::size_t bytes) {
   return (bytes + kBlockAlignment - 1) / kBlockAlignment * kBlockAlignment;
 }
 
-// Idle blocks by exact size; the least recently returned go first once the
-// idle bytes would pass the bound. Any thread.
+// Idle blocks by exact size. A take gets the block of that size returned
+// last (its lines the likeliest to be in cache); the blocks returned first
+// go once the idle bytes would pass the bound. Any thread.
 class HostBlockPool {
  public:
   explicit HostBlockPool(std::size_t max_idle_bytes) : max_idle_bytes_(max_idle_bytes) {}
@@ -46,10 +48,11 @@ class HostBlockPool {
       std::lock_guard<std::mutex> lock(mutex_);
       const auto found = by_size_.find(bytes);
       if (found != by_size_.end()) {
-        const auto entry = found->second;
-        by_size_.erase(found);
-        void* block = entry->block;
-        idle_.erase(entry);
+        const auto newest = found->second.back();
+        found->second.pop_back();
+        if (found->second.empty()) by_size_.erase(found);
+        void* block = newest->block;
+        idle_.erase(newest);
         idle_bytes_ -= bytes;
         return block;
       }
@@ -70,7 +73,7 @@ class HostBlockPool {
       } else {
         while (idle_bytes_ + bytes > max_idle_bytes_) evict_oldest(freed);
         idle_.push_back({block, bytes});
-        by_size_.emplace(bytes, std::prev(idle_.end()));
+        by_size_[bytes].push_back(std::prev(idle_.end()));
         idle_bytes_ += bytes;
       }
     }
@@ -99,25 +102,23 @@ class HostBlockPool {
     void* block;
     std::size_t bytes;
   };
+  using IdleList = std::list<Idle>;
 
-  // Moves the oldest idle block into `freed`; the mutex is held.
-  void evict_oldest(std::list<Idle>& freed) {
+  // Moves the oldest idle block into `freed`; the mutex is held. It is also
+  // the oldest of its size, so the first of its size's list.
+  void evict_oldest(IdleList& freed) {
     const auto oldest = idle_.begin();
-    auto [first, last] = by_size_.equal_range(oldest->bytes);
-    for (; first != last; ++first) {
-      if (first->second == oldest) {
-        by_size_.erase(first);
-        break;
-      }
-    }
+    const auto same_size = by_size_.find(oldest->bytes);
+    same_size->second.erase(same_size->second.begin());
+    if (same_size->second.empty()) by_size_.erase(same_size);
     idle_bytes_ -= oldest->bytes;
     freed.splice(freed.end(), idle_, oldest);
   }
 
   const std::size_t max_idle_bytes_;
   std::mutex mutex_;
-  std::list<Idle> idle_;  // oldest first
-  std::unordered_multimap<std::size_t, std::list<Idle>::iterator> by_size_;
+  IdleList idle_;  // in the order they were returned, oldest first
+  std::unordered_map<std::size_t, std::vector<IdleList::iterator>> by_size_;  // oldest first
   std::size_t idle_bytes_ = 0;
 };
 
