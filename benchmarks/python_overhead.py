@@ -45,11 +45,11 @@ def default_sizes():
     return sizes
 
 
-def calls_per_round(size, budget_bytes, rounds):
+def calls_per_round(size, budget_bytes, rounds, most):
     """Calls of one row in one round: about ``budget_bytes`` reduced per row over all rounds,
-    at least 5 and at most 1000 per round. The same on every rank (it depends on the
+    at least 5 and at most ``most`` per round. The same on every rank (it depends on the
     arguments alone)."""
-    return max(5, min(1000, budget_bytes // (size * rounds)))
+    return max(5, min(most, budget_bytes // (size * rounds)))
 
 
 def parse_args(argv):
@@ -65,6 +65,8 @@ def parse_args(argv):
     parser.add_argument("--budget-mib", type=int, default=1024,
                         help="MiB reduced per row and size, which sets the number of calls "
                              "(default 1024; at least 5 calls per round)")
+    parser.add_argument("--max-calls", type=int, default=250,
+                        help="most calls per row and round (default 250)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed calls per row and round")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch.set_num_threads (default 1, one core per rank)")
@@ -134,7 +136,7 @@ def time_size(hvd, rows, args):
     """{row: max over ranks of the median µs per call}."""
     names = list(rows.calls)
     times = {name: [] for name in names}
-    per_round = calls_per_round(rows.size, args.budget_mib << 20, args.rounds)
+    per_round = calls_per_round(rows.size, args.budget_mib << 20, args.rounds, args.max_calls)
     for turn in range(args.rounds):
         # A different row leads each round: none always runs right after a size's setup.
         order = names[turn % len(names):] + names[:turn % len(names)]
