@@ -13,8 +13,8 @@ place or in place). ``--module horovod.torch`` times the same rows through
 Horovod, so that two launches compare the two modules call for call.
 
 Sizes run from 4 KiB to 64 MiB in steps of 4 (``--sizes`` for others). Each
-size runs its rows in turns (``--rounds``), so that a change in the machine's
-load during the run affects every row alike; a row's figure is the median of
+size runs its rows in short turns of a few calls each (``--turn``), so that a
+change in the machine's load during the run affects every row alike; a row's figure is the median of
 all its calls on a rank, then the largest of those medians over the ranks.
 Rank 0 prints the table; ``--csv FILE`` and ``--json FILE`` also write it.
 
@@ -45,11 +45,10 @@ def default_sizes():
     return sizes
 
 
-def calls_per_round(size, budget_bytes, rounds, most):
-    """Calls of one row in one round: about ``budget_bytes`` reduced per row over all rounds,
-    at least 5 and at most ``most`` per round. The same on every rank (it depends on the
-    arguments alone)."""
-    return max(5, min(most, budget_bytes // (size * rounds)))
+def timed_calls(size, budget_bytes, least, most):
+    """Timed calls per row: about ``budget_bytes`` reduced, within [least, most]. The same on
+    every rank (it depends on the arguments alone)."""
+    return max(least, min(most, budget_bytes // size))
 
 
 def parse_args(argv):
@@ -60,14 +59,17 @@ def parse_args(argv):
                         help="bytes per tensor (default 4 KiB to 64 MiB, steps of 4)")
     parser.add_argument("--op", choices=("sum", "average"), default="sum",
                         help="reduction of every row (default sum)")
-    parser.add_argument("--rounds", type=int, default=8,
-                        help="turns through the rows per size (default 8)")
+    parser.add_argument("--turn", type=int, default=10,
+                        help="timed calls of one row before the next row's turn (default 10)")
     parser.add_argument("--budget-mib", type=int, default=1024,
-                        help="MiB reduced per row and size, which sets the number of calls "
-                             "(default 1024; at least 5 calls per round)")
-    parser.add_argument("--max-calls", type=int, default=250,
-                        help="most calls per row and round (default 250)")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed calls per row and round")
+                        help="MiB reduced per row and size, which sets the number of timed "
+                             "calls (default 1024, within --min-calls and --max-calls)")
+    parser.add_argument("--min-calls", type=int, default=40,
+                        help="fewest timed calls per row and size (default 40)")
+    parser.add_argument("--max-calls", type=int, default=1000,
+                        help="most timed calls per row and size (default 1000)")
+    parser.add_argument("--warmup", type=int, default=1,
+                        help="untimed calls at the start of each turn (default 1)")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch.set_num_threads (default 1, one core per rank)")
     parser.add_argument("--csv", metavar="FILE", help="also write the table as CSV")
@@ -136,21 +138,22 @@ def time_size(hvd, rows, args):
     """{row: max over ranks of the median µs per call}."""
     names = list(rows.calls)
     times = {name: [] for name in names}
-    per_round = calls_per_round(rows.size, args.budget_mib << 20, args.rounds, args.max_calls)
-    for turn in range(args.rounds):
-        # A different row leads each round: none always runs right after a size's setup.
+    calls = timed_calls(rows.size, args.budget_mib << 20, args.min_calls, args.max_calls)
+    turns = (calls + args.turn - 1) // args.turn
+    for turn in range(turns):
+        # A different row leads each round of turns: none always runs right after the setup.
         order = names[turn % len(names):] + names[:turn % len(names)]
         for name in order:
             call = rows.calls[name]
             for _ in range(args.warmup):
                 call()
             barrier(hvd)
-            for _ in range(per_round):
+            for _ in range(min(args.turn, calls - turn * args.turn)):
                 started = time.perf_counter()
                 call()
                 times[name].append(time.perf_counter() - started)
     medians = [statistics.median(times[name]) * 1e6 for name in names]
-    return dict(zip(names, max_over_ranks(hvd, medians, rows.size))), per_round * args.rounds
+    return dict(zip(names, max_over_ranks(hvd, medians, rows.size))), calls
 
 
 def format_size(size):
@@ -175,9 +178,9 @@ def table_records(results, module, ranks, op):
     return records
 
 
-def print_table(records, module, ranks, op, rounds):
+def print_table(records, module, ranks, op, turn):
     print(f"# {module}: float32 {op} allreduce, {ranks} ranks, per call: median over each "
-          f"rank's calls ({rounds} rounds), max over ranks", flush=False)
+          f"rank's calls (rows in turns of {turn} calls), max over ranks")
     has_native = any(r["over_native"] is not None for r in records)
     header = f"{'size':>8} {'row':<20} {'calls':>6} {'median_us':>11}"
     if has_native:
@@ -209,7 +212,7 @@ def main(argv=None):
         results.append((size, calls, medians))
     records = table_records(results, args.module, hvd.size(), args.op)
     if hvd.rank() == 0:
-        print_table(records, args.module, hvd.size(), args.op, args.rounds)
+        print_table(records, args.module, hvd.size(), args.op, args.turn)
         if args.csv:
             with open(args.csv, "w", newline="") as out:
                 writer = csv.DictWriter(out, fieldnames=list(records[0]))
@@ -218,7 +221,7 @@ def main(argv=None):
         if args.json:
             with open(args.json, "w") as out:
                 json.dump({"module": args.module, "ranks": hvd.size(), "op": args.op,
-                           "rounds": args.rounds, "rows": records}, out, indent=1)
+                           "turn": args.turn, "rows": records}, out, indent=1)
     hvd.shutdown()
 
 
