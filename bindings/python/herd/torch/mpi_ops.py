@@ -114,7 +114,8 @@ def _wire_dtype(tensor, caller, reduces):
     """herd's dtype name for ``tensor``, after checking herd can take it."""
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"{caller}: expected a torch.Tensor, got {type(tensor).__name__}")
-    if tensor.device.type != "cpu" and not (tensor.device.type == "cuda" and _CUDA):
+    # is_cpu and is_cuda: tensor.device makes a new object on every call.
+    if not tensor.is_cpu and not (tensor.is_cuda and _CUDA):
         accepted = "herd takes CPU and CUDA tensors" if _CUDA else _NO_GPU
         raise ValueError(f"{caller}: the tensor is on {tensor.device}; {accepted}")
     if tensor.layout != torch.strided:
@@ -130,19 +131,51 @@ def _wire_dtype(tensor, caller, reduces):
     return name
 
 
+_ON_THE_CPU = (-1, 0)
+
+
 def _placement(tensor):
-    """``{"device": ..., "stream": ...}`` for the native call: device -1 and stream 0 on the
-    CPU; on a GPU its index and the address of its current stream (0 for the legacy default
-    stream), on which herd waits for the work queued before the call."""
-    if tensor.device.type != "cuda":
-        return {"device": -1, "stream": 0}
-    return {"device": tensor.device.index,
-            "stream": torch.cuda.current_stream(tensor.device).cuda_stream}
+    """``(device, stream)``, the native call's last two arguments (passed by position, which
+    pybind11 takes faster than keywords): -1 and 0 on the CPU; on a GPU its index and the
+    address of its current stream (0 for the legacy default stream), on which herd waits for
+    the work queued before the call."""
+    if not tensor.is_cuda:
+        return _ON_THE_CPU
+    return (tensor.device.index, torch.cuda.current_stream(tensor.device).cuda_stream)
 
 
 def _contiguous(tensor):
-    """The tensor's data, contiguous and outside autograd (itself when it already is)."""
-    return tensor.detach().contiguous()
+    """The tensor's data, contiguous: the tensor itself when it already is (the runtime reads
+    and writes its memory by address, which autograd never sees either way), else a
+    contiguous copy outside autograd."""
+    return tensor if tensor.is_contiguous() else tensor.detach().contiguous()
+
+
+def _needs_gradient(tensor):
+    """Whether autograd records an operation on ``tensor`` now. When it does not, the
+    autograd Function is skipped: its result would have no grad_fn either, and building the
+    node costs a few microseconds per call."""
+    return torch.is_grad_enabled() and getattr(tensor, "requires_grad", False)
+
+
+# CPU results of at least this many bytes take their memory from herd's pool of recycled host
+# blocks (_native.HostBuffer) rather than from torch's allocator: see _new_result.
+_POOLED_RESULT_BYTES = 64 << 10
+
+
+def _new_result(data):
+    """An uninitialized contiguous tensor of ``data``'s shape, dtype and device, for a
+    collective to write into.
+
+    A large CPU result takes a recycled block whose pages are mapped already: a fresh
+    allocation of that size comes from mmap, and its first touch page-faults once per page
+    (with the kernel zeroing each) inside the collective, where every rank waits for the
+    slowest. The tensor holds the block until nothing uses its memory; the block then goes
+    back to the pool (at most HOST_BUFFER_MAX_IDLE_BYTES idle per process)."""
+    nbytes = data.numel() * data.element_size()
+    if nbytes < _POOLED_RESULT_BYTES or not data.is_cpu:
+        return torch.empty(data.shape, dtype=data.dtype, device=data.device)
+    return torch.frombuffer(_native.HostBuffer(nbytes), dtype=data.dtype).view(data.shape)
 
 
 class _DeviceBytes:
@@ -250,14 +283,14 @@ def _set_or_global(process_set):
 # Allreduce
 # --------------------------------------------------------------------------
 
-def _allreduce_submit(tensor, output, name, op, prescale_factor, postscale_factor, process_set,
-                      caller):
-    """Submits ``tensor`` (contiguous) reduced into ``output``; returns the native handle."""
-    dtype = _wire_dtype(tensor, caller, reduces=True)
+def _allreduce_submit(tensor, output, dtype, name, op, prescale_factor, postscale_factor,
+                      process_set, caller):
+    """Submits ``tensor`` (contiguous, of wire dtype ``dtype``) reduced into ``output``;
+    returns the native handle."""
     tensor_name, process_set_id = _target("allreduce", name, process_set, caller)
     return _native.allreduce_async(
         tensor_name, tensor.data_ptr(), output.data_ptr(), dtype, list(tensor.shape), op,
-        float(prescale_factor), float(postscale_factor), process_set_id, **_placement(tensor))
+        float(prescale_factor), float(postscale_factor), process_set_id, *_placement(tensor))
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -266,11 +299,11 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
     handle whose ``synchronize`` gives it. ``op`` defaults to Average (``average=`` is the
     deprecated spelling). The result is ``postscale * op(prescale * tensor)``."""
     caller = "herd.torch.allreduce"
-    _wire_dtype(tensor, caller, reduces=True)
+    dtype = _wire_dtype(tensor, caller, reduces=True)
     op = resolve_op(op, average, caller)
     data = _contiguous(tensor)
-    output = torch.empty_like(data)
-    native = _allreduce_submit(data, output, name, op, prescale_factor, postscale_factor,
+    output = _new_result(data)
+    native = _allreduce_submit(data, output, dtype, name, op, prescale_factor, postscale_factor,
                                process_set, caller)
     return table.add(native, (data, output), lambda _: output,
                      _held("allreduce", name, process_set))
@@ -280,10 +313,10 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
                      postscale_factor=1.0, process_set=global_process_set):
     """As ``allreduce_async``, but the result overwrites ``tensor``."""
     caller = "herd.torch.allreduce_"
-    _wire_dtype(tensor, caller, reduces=True)
+    dtype = _wire_dtype(tensor, caller, reduces=True)
     op = resolve_op(op, average, caller)
     data = _contiguous(tensor)
-    native = _allreduce_submit(data, data, name, op, prescale_factor, postscale_factor,
+    native = _allreduce_submit(data, data, dtype, name, op, prescale_factor, postscale_factor,
                                process_set, caller)
     return table.add(native, (tensor, data), lambda _: _copy_back(tensor, data),
                      _held("allreduce", name, process_set))
@@ -324,8 +357,12 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     """Reduces ``tensor`` across ranks and returns the result in a new tensor (differentiable).
     ``compression`` converts the tensor before it travels and back after."""
     compressed, context = compression.compress(tensor)
-    reduced = HorovodAllreduce.apply(compressed, average, name, op, prescale_factor,
-                                     postscale_factor, process_set)
+    if _needs_gradient(compressed):
+        reduced = HorovodAllreduce.apply(compressed, average, name, op, prescale_factor,
+                                         postscale_factor, process_set)
+    else:
+        reduced = synchronize(allreduce_async(compressed, average, name, op, prescale_factor,
+                                              postscale_factor, process_set))
     return compression.decompress(reduced, context)
 
 
@@ -344,7 +381,7 @@ def _grouped_allreduce_submit(tensors, outputs, name, op, prescale_factor, posts
         [f"{base}.{i}" for i in range(len(tensors))], [t.data_ptr() for t in tensors],
         [o.data_ptr() for o in outputs], dtypes, [list(t.shape) for t in tensors], op,
         float(prescale_factor), float(postscale_factor), process_set_id,
-        devices=[p["device"] for p in placements], streams=[p["stream"] for p in placements])
+        [device for device, _ in placements], [stream for _, stream in placements])
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
@@ -357,7 +394,7 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
         _wire_dtype(t, caller, reduces=True)
     op = resolve_op(op, average, caller)
     data = [_contiguous(t) for t in tensors]
-    outputs = [torch.empty_like(d) for d in data]
+    outputs = [_new_result(d) for d in data]
     native = _grouped_allreduce_submit(data, outputs, name, op, prescale_factor,
                                        postscale_factor, process_set, caller)
     return table.add(native, (data, outputs), lambda _: outputs,
@@ -427,7 +464,7 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
 def _allgather_submit(data, tensor_name, process_set_id, caller):
     dtype = _wire_dtype(data, caller, reduces=False)
     return _native.allgather_async(tensor_name, data.data_ptr(), dtype, list(data.shape),
-                                   process_set_id, **_placement(data))
+                                   process_set_id, *_placement(data))
 
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
@@ -582,7 +619,7 @@ def _broadcast_submit(data, root_rank, name, process_set, caller):
     root_rank = int(root_rank)
     tensor_name, process_set_id = _target("broadcast", name, process_set, caller)
     return _native.broadcast_async(tensor_name, data.data_ptr(), dtype, list(data.shape),
-                                   root_rank, process_set_id, **_placement(data))
+                                   root_rank, process_set_id, *_placement(data))
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
@@ -590,7 +627,8 @@ def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set
     rank, a member of ``process_set``). Returns a handle."""
     caller = "herd.torch.broadcast"
     _wire_dtype(tensor, caller, reduces=False)
-    output = tensor.detach().clone(memory_format=torch.contiguous_format)
+    output = _new_result(tensor)
+    output.copy_(tensor.detach())
     native = _broadcast_submit(output, root_rank, name, process_set, caller)
     return table.add(native, output, lambda _: output, _held("broadcast", name, process_set))
 
@@ -659,7 +697,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     data = _contiguous(tensor)
     tensor_name, process_set_id = _target("alltoall", name, process_set, caller)
     native = _native.alltoall_async(tensor_name, data.data_ptr(), wire, list(data.shape),
-                                    split_list, process_set_id, **_placement(data))
+                                    split_list, process_set_id, *_placement(data))
 
     def finish(done):
         received = _from_result(done.result(), data.dtype)
@@ -704,7 +742,7 @@ def _reducescatter_submit(data, tensor_name, process_set_id, op, prescale_factor
     dtype = _wire_dtype(data, caller, reduces=True)
     return _native.reducescatter_async(
         tensor_name, data.data_ptr(), dtype, list(data.shape), op, float(prescale_factor),
-        float(postscale_factor), process_set_id, **_placement(data))
+        float(postscale_factor), process_set_id, *_placement(data))
 
 
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
