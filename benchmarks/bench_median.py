@@ -12,7 +12,10 @@ Each FILE is the stdout of one run of `herd-bench ... --csv`, of one of two kind
       algbw_gbps,busbw_gbps,wrong -- one row per (size, path); the memcpy row
       has no redop, busbw or wrong.
   step: model,ranks,tensors,bytes,backward_ms,path,median_ms,mean_ms,
-      algbw_gbps,busbw_gbps,speedup,over_mpi_ms,wrong -- one row per path.
+      algbw_gbps,busbw_gbps,speedup,floor_ratio,over_mpi_ms,wrong -- one row per
+      path. speedup and floor_ratio are not read (the summary takes its ratios
+      from median_ms), so runs from before the floor row, without floor_ratio,
+      are read as well.
 
 All files must be of one kind and one configuration: the same type and redop
 (and rank count, where a "# ... N ranks" note says it) for sweeps, the same
@@ -22,13 +25,19 @@ lines and lines starting with '#' are ignored.
 Sweep output: one row per size with, for each path, the median time (µs) and
 median busbw (GB/s; for memcpy its algbw, the ceiling of one pass over the
 buffer), then AGAINST/BASELINE: the median over runs of the per-run ratio
-BASELINE time / AGAINST time (>1: AGAINST is faster), with its min–max, and the
-median per-run ratio of AGAINST's busbw to memcpy's algbw.
+BASELINE time / AGAINST time (>1: AGAINST is faster), with its min–max, where
+BASELINE time is the fastest of the BASELINE and BASELINE-* paths (mpi and
+mpi-inplace) in that run; the same for AGAINST-inplace where the runs have it;
+and the median per-run ratio of AGAINST's busbw to memcpy's algbw (herd-bench's
+memcpy row: every rank copies its buffer at once, the memory-traffic floor).
 
 Step output: one row per path with the median over runs of median_ms, its
 min–max, the median busbw and the median over runs of the per-run speedup (best
-BASELINE-* path's median_ms in that run / this path's median_ms), then a line
-with AGAINST's speedup over the better BASELINE path.
+BASELINE-* path's median_ms in that run / this path's median_ms), and, where
+the runs have a `floor` row (every rank copying its gradients at once), the
+median per-run /floor (this path's median_ms / the floor's); then a line with
+AGAINST's speedup over the better BASELINE path, which BASELINE path was the
+fastest in how many runs, AGAINST-inplace's speedup and both paths' /floor.
 
 Ratios are always taken within one run (one file) and then the median over
 runs: the runs are noisy, and the ratio of two paths measured side by side is
@@ -56,7 +65,7 @@ from plot_busbw import (HERD_BENCH_HEADER, BenchCsvError, BenchFile, csv_records
 PROG = "bench_median"
 RUNS_LINE = "{} runs; medians; ratios are per-run (same run) then median"
 STEP_HEADER = ("model,ranks,tensors,bytes,backward_ms,path,median_ms,mean_ms,algbw_gbps,"
-               "busbw_gbps,speedup,over_mpi_ms,wrong")
+               "busbw_gbps,speedup,floor_ratio,over_mpi_ms,wrong")
 STEP_REQUIRED = ("model", "ranks", "bytes", "backward_ms", "path", "median_ms", "busbw_gbps",
                  "wrong")
 
@@ -232,12 +241,20 @@ def paths_in_order(files) -> List[str]:
     return paths
 
 
+def _fastest(rows: Sequence) -> Optional[object]:
+    """The row with the smallest time_us (the first of equal ones), or None."""
+    present = [row for row in rows if row is not None]
+    return min(present, key=lambda row: row.time_us) if present else None
+
+
 def summarize_sweep(files: Sequence[BenchFile], baseline: str, against: str) -> dict:
     paths = paths_in_order(files)
     for wanted, option in ((baseline, "--baseline"), (against, "--against")):
         if wanted not in paths:
             raise UsageError(f"no '{wanted}' rows in any file ({option}); the paths are "
                              f"{', '.join(paths)}")
+    baselines = [path for path in paths if _is_baseline(path, baseline)]
+    in_place = against + "-inplace"
     runs = [{(row.size, row.path): row for row in bench.rows} for bench in files]
     sizes = sorted({row.size for bench in files for row in bench.rows})
     rows = []
@@ -256,21 +273,32 @@ def summarize_sweep(files: Sequence[BenchFile], baseline: str, against: str) -> 
                 "algbw_gbps": median([row.algbw_gbps for row in found]),
                 "busbw_gbps": median(busbw) if busbw else None,
             }
-        speedups, of_memcpy = [], []
+        speedups, in_place_speedups, of_memcpy = [], [], []
         for run in runs:
-            base, mine, memcpy = (run.get((size, baseline)), run.get((size, against)),
-                                  run.get((size, "memcpy")))
+            base = _fastest([run.get((size, path)) for path in baselines])
+            mine, memcpy = run.get((size, against)), run.get((size, "memcpy"))
             if base is not None and mine is not None and mine.time_us > 0:
                 speedups.append(base.time_us / mine.time_us)
+            mine_in_place = run.get((size, in_place))
+            if base is not None and mine_in_place is not None and mine_in_place.time_us > 0:
+                in_place_speedups.append(base.time_us / mine_in_place.time_us)
             if (mine is not None and memcpy is not None and mine.busbw_gbps is not None
                     and memcpy.algbw_gbps > 0):
                 of_memcpy.append(mine.busbw_gbps / memcpy.algbw_gbps)
-        rows.append({"size": size, "runs": len(present), "paths": by_path,
-                     "speedup": ratio_summary(speedups),
-                     "busbw_over_memcpy": ratio_summary(of_memcpy)})
+        entry = {"size": size, "runs": len(present), "paths": by_path,
+                 "speedup": ratio_summary(speedups),
+                 "busbw_over_memcpy": ratio_summary(of_memcpy)}
+        if in_place in paths:
+            entry["inplace_speedup"] = ratio_summary(in_place_speedups)
+        rows.append(entry)
+    # "baselines" and "memcpy_floor" say how this summary was taken: the
+    # fastest of these paths per run, and a memcpy row in which every rank
+    # copies at once (herd-bench's floor); a summary without them (older data)
+    # compared with the one baseline path and a memcpy of rank 0 alone.
     return {"kind": "sweep", "runs": len(files), "files": [bench.path for bench in files],
             "type": _sweep_config(files[0])[0], "redop": _sweep_config(files[0])[1],
-            "baseline": baseline, "against": against, "paths": paths, "rows": rows}
+            "baseline": baseline, "against": against, "baselines": baselines,
+            "memcpy_floor": "memcpy" in paths, "paths": paths, "rows": rows}
 
 
 def write_median_csv(summary: dict, files: Sequence[BenchFile], out) -> None:
@@ -301,11 +329,16 @@ def write_median_csv(summary: dict, files: Sequence[BenchFile], out) -> None:
 
 def format_sweep(summary: dict) -> List[str]:
     baseline, against, paths = summary["baseline"], summary["against"], summary["paths"]
+    baselines = summary.get("baselines", [baseline])
+    in_place = against + "-inplace"
+    has_in_place = any("inplace_speedup" in row for row in summary["rows"])
     has_memcpy = "memcpy" in paths
     header = ["size"]
     for path in paths:
         header += [f"{path} µs", f"{path} GB/s"]
     header += [f"{against}/{baseline}", "min–max"]
+    if has_in_place:
+        header += [f"{in_place}/{baseline}", "min–max"]
     if has_memcpy:
         header.append(f"{against} busbw / memcpy")
     table = []
@@ -322,13 +355,25 @@ def format_sweep(summary: dict) -> List[str]:
             bandwidth = stats["algbw_gbps"] if path == "memcpy" else stats["busbw_gbps"]
             cells += [_fmt(stats["time_us"]), _fmt(bandwidth)]
         cells += [_times(row["speedup"]), _range(row["speedup"])]
+        if has_in_place:
+            cells += [_times(row.get("inplace_speedup")), _range(row.get("inplace_speedup"))]
         if has_memcpy:
             ratio = row["busbw_over_memcpy"]
             cells.append("–" if ratio is None else _ratio(ratio["median"]))
         table.append(cells)
-    legend = (f"{against}/{baseline}: {baseline} time / {against} time in the same run "
-              f"(>1: {against} faster)")
-    if has_memcpy:
+    if len(baselines) > 1:
+        legend = (f"{against}/{baseline}: the faster of {', '.join(baselines)}'s times / "
+                  f"{against} time in the same run (>1: {against} faster)")
+    else:
+        legend = (f"{against}/{baseline}: {baseline} time / {against} time in the same run "
+                  f"(>1: {against} faster)")
+    if has_in_place:
+        legend += f"; {in_place}/{baseline}: the same for {in_place}"
+    if has_memcpy and summary.get("memcpy_floor"):
+        legend += (f"; memcpy: every rank copies its buffer at the same time, the "
+                   f"memory-traffic floor (memcpy GB/s: its algbw); {against} busbw / memcpy: "
+                   f"in the same run")
+    elif has_memcpy:
         legend += (f"; memcpy GB/s: algbw of one memcpy of the buffer, the ceiling; "
                    f"{against} busbw / memcpy: in the same run")
     return [RUNS_LINE.format(summary["runs"]), ""] + _markdown_table(header, table) + [
@@ -374,51 +419,96 @@ def step_wrong(files: Sequence[StepFile]) -> List[str]:
             for step in files for row in step.rows if row.wrong]
 
 
+FLOOR = "floor"
+
+
 def summarize_step(files: Sequence[StepFile], baseline: str, against: str) -> dict:
     paths = paths_in_order(files)
     runs = []
+    fastest: Dict[str, int] = {}
     for step in files:
         by_path = {row.path: row for row in step.rows}
-        best = min(row.median_ms for row in step.rows if _is_baseline(row.path, baseline))
-        runs.append((by_path, best))
+        best_row = min((row for row in step.rows if _is_baseline(row.path, baseline)),
+                       key=lambda row: row.median_ms)
+        fastest[best_row.path] = fastest.get(best_row.path, 0) + 1
+        floor = by_path.get(FLOOR)
+        runs.append((by_path, best_row.median_ms, floor.median_ms if floor else None))
+    has_floor = any(floor is not None for _, _, floor in runs)
     rows = []
     for path in paths:
-        found = [(by_path[path], best) for by_path, best in runs if path in by_path]
-        times = [row.median_ms for row, _ in found]
-        speedups = [best / row.median_ms for row, best in found if row.median_ms > 0]
-        rows.append({"path": path, "runs": len(found), "median_ms": median(times),
-                     "min_ms": min(times), "max_ms": max(times),
-                     "busbw_gbps": median([row.busbw_gbps for row, _ in found]),
-                     "speedup": ratio_summary(speedups)})
+        found = [(by_path[path], best, floor) for by_path, best, floor in runs if path in by_path]
+        times = [row.median_ms for row, _, _ in found]
+        speedups = [best / row.median_ms for row, best, _ in found if row.median_ms > 0]
+        entry = {"path": path, "runs": len(found), "median_ms": median(times),
+                 "min_ms": min(times), "max_ms": max(times),
+                 "busbw_gbps": median([row.busbw_gbps for row, _, _ in found]),
+                 "speedup": ratio_summary(speedups)}
+        if has_floor:
+            entry["over_floor"] = ratio_summary([row.median_ms / floor for row, _, floor in found
+                                                 if floor is not None and floor > 0])
+        rows.append(entry)
     first = files[0].rows[0]
-    headline = next(row["speedup"] for row in rows if row["path"] == against)
-    return {"kind": "step", "runs": len(files), "files": [step.path for step in files],
-            "model": first.model, "ranks": first.ranks, "bytes": first.bytes,
-            "backward_ms": first.backward_ms, "baseline": baseline, "against": against,
-            "paths": paths, "rows": rows, "headline": headline}
+    by_name = {row["path"]: row for row in rows}
+    summary = {"kind": "step", "runs": len(files), "files": [step.path for step in files],
+               "model": first.model, "ranks": first.ranks, "bytes": first.bytes,
+               "backward_ms": first.backward_ms, "baseline": baseline, "against": against,
+               "paths": paths, "rows": rows, "headline": by_name[against]["speedup"],
+               # How often each baseline path was the fastest of its run, most often first.
+               "fastest_baseline": sorted(fastest.items(), key=lambda item: -item[1])}
+    in_place = against + "-inplace"
+    if in_place in by_name:
+        summary["inplace_headline"] = by_name[in_place]["speedup"]
+    return summary
+
+
+def _headline(figure: Optional[dict]) -> str:
+    if figure is None:
+        return "– (no run with a nonzero time)"
+    return f"{_ratio(figure['median'])}× (median of {figure['runs']} runs, range {_range(figure)})"
 
 
 def format_step(summary: dict) -> List[str]:
+    has_floor = any("over_floor" in row for row in summary["rows"])
     header = ["path", "median ms", "min–max ms", "busbw GB/s", "speedup", "speedup min–max"]
+    if has_floor:
+        header.append("/floor")
     table = []
     for row in summary["rows"]:
         path = row["path"]
         if row["runs"] != summary["runs"]:
             path += f" ({row['runs']} runs)"
-        table.append([path, _fmt(row["median_ms"]), f"{_fmt(row['min_ms'])}–{_fmt(row['max_ms'])}",
-                      _fmt(row["busbw_gbps"]), _times(row["speedup"]), _range(row["speedup"])])
+        cells = [path, _fmt(row["median_ms"]), f"{_fmt(row['min_ms'])}–{_fmt(row['max_ms'])}",
+                 _fmt(row["busbw_gbps"]), _times(row["speedup"]), _range(row["speedup"])]
+        if has_floor:
+            cells.append(_times(row.get("over_floor")))
+        table.append(cells)
     baseline = "MPI" if summary["baseline"] == "mpi" else summary["baseline"]
-    headline = summary["headline"]
+    against = summary["against"]
+    legend = (f"speedup: best {summary['baseline']}-* median_ms / this path's median_ms, in the "
+              f"same run.")
+    if has_floor:
+        legend += (f" /floor: this path's median_ms / the floor's (every rank copies all its "
+                   f"gradients at the same time), in the same run.")
     lines = [RUNS_LINE.format(summary["runs"]), ""] + _markdown_table(header, table) + [
-        "", f"speedup: best {summary['baseline']}-* median_ms / this path's median_ms, in the "
-            f"same run.", ""]
-    if headline is None:
-        lines.append(f"{summary['against']} speedup over the better {baseline} baseline: – "
-                     f"(no run with a nonzero time)")
-    else:
-        lines.append(f"{summary['against']} speedup over the better {baseline} baseline: "
-                     f"{_ratio(headline['median'])}× (median of {headline['runs']} runs, range "
-                     f"{_range(headline)})")
+        "", legend, ""]
+    headline = f"{against} speedup over the better {baseline} baseline: " + _headline(
+        summary["headline"])
+    fastest = summary.get("fastest_baseline")
+    if fastest:
+        named = ", ".join(f"{path} in {count} of {summary['runs']} runs"
+                          for path, count in fastest)
+        headline += f"; the fastest {baseline} row: {named}"
+    in_place = against + "-inplace"
+    if "inplace_headline" in summary:
+        headline += f"; {in_place}: " + _headline(summary["inplace_headline"])
+    if has_floor:
+        by_name = {row["path"]: row for row in summary["rows"]}
+        for path in (against, in_place):
+            figure = by_name.get(path, {}).get("over_floor")
+            if figure is not None:
+                headline += (f"; {path} / floor: {_ratio(figure['median'])}× "
+                             f"(range {_range(figure)})")
+    lines.append(headline)
     return lines
 
 
@@ -433,7 +523,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("inputs", nargs="+", metavar="FILE.csv",
                         help="herd-bench --csv output, one run per file, all of one kind")
     parser.add_argument("--baseline", default="mpi",
-                        help="path to compare against (step: also BASELINE-* paths, the best "
+                        help="path to compare against, with the BASELINE-* paths (the fastest "
                              "of them per run); default mpi")
     parser.add_argument("--against", default="herd",
                         help="path whose speedup over the baseline is reported; default herd")

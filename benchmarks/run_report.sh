@@ -11,7 +11,9 @@
 #   - herd-bench step --model bert-base at 2 ranks;
 # each run's CSV in OUT_DIR (stderr, with the notes, beside it in .log), then
 # OUT_DIR/report.md: bench_median.py's tables (medians, and the same-run
-# ratios of herd against raw MPI), OUT_DIR/allreduce_busbw.png, the plot of
+# ratios of herd, out of place and in place, against the faster raw MPI row,
+# in place or not, and against the memory-traffic floor, every rank's memcpy
+# at once), OUT_DIR/allreduce_busbw.png, the plot of
 # the medians, and OUT_DIR/results/NAME.json, each table as the data file that
 # docs/performance.md's table NAME is rendered from (benchmarks/doc_tables.py:
 # copy them to benchmarks/results/ and run its update). Exits non-zero if any

@@ -1,7 +1,8 @@
 // herd-bench's allreduce sweep: for each size, times the same allreduce over
-// several paths (herd's runtime, the ring algorithm alone, raw MPI) and a
-// memcpy ceiling, checks every element of each result, and prints one row per
-// path (table.h).
+// several paths (herd's runtime out of place and in place, the ring and
+// shared-memory algorithms alone, raw MPI out of place and in place) and the
+// memory-traffic floor (every rank's memcpy at once), checks every element of
+// each result, and prints one row per path (table.h).
 //
 // Called by herd-bench's main thread on every rank, collectively, after
 // herd::init(); MPI must be initialized with MPI_THREAD_MULTIPLE, since herd's

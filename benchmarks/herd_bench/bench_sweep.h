@@ -1,7 +1,7 @@
 // The machinery every bandwidth sweep of herd-bench shares (allreduce,
 // allgather, broadcast, reducescatter, alltoall): the sizes of a sweep, the
 // notes above its table, and, for one size, the timing, the check summed over
-// ranks and the row of each path, and the memcpy ceiling. Each collective's
+// ranks and the row of each path, and the memcpy floor. Each collective's
 // *_bench.cc fills its buffers and says what each path runs and how its
 // output is checked.
 //
@@ -45,7 +45,7 @@ Sweep open_sweep(const SweepOptions& options, MPI_Comm comm);
 //   time: ...; algbw = size / time; busbw = <busbw_formula>
 //   each of `notes`
 //   mpi: skipped, where MPI has no type for the dtype
-//   memcpy: ...
+//   memcpy: every rank copies its buffer at once ...
 void print_preamble(const Sweep& sweep, const std::string& collective, const std::string& qualifier,
                     const std::string& busbw_formula, const std::vector<std::string>& notes);
 
@@ -101,14 +101,35 @@ class SizeRun {
     return finish_row(path, seconds, local_wrong());
   }
 
-  // Rank 0 alone copies `bytes` bytes between two buffers of its own while
-  // the other ranks wait at a barrier: a ceiling for one pass over the
-  // buffer on this machine. The row has no reduction, bus or check.
+  // The same for a path that reduces in place, in one buffer: `zero` sets
+  // every element of it to 0 before the timing, so that -w + -n calls leave
+  // it at 0 (a sum, product or average of zeros neither overflows nor goes
+  // denormal, and the values stay ordinary for every path alike); then,
+  // untimed, `fill` puts this rank's input back, one more call of `once`
+  // reduces it, and local_wrong() checks that call's result exactly.
+  template <typename Fn, typename Check>
+  int64_t measure_in_place(const char* path, Fn&& once, const std::function<void()>& zero,
+                           const std::function<void()>& fill, Check&& local_wrong) const {
+    zero();
+    const double seconds =
+        time_path(once, sweep_.options.warmup, sweep_.options.iterations, sweep_.comm);
+    fill();
+    once();
+    return finish_row(path, seconds, local_wrong());
+  }
+
+  // The memory-traffic floor: every rank copies `bytes` bytes between two
+  // buffers of its own, all at once, timed as a path is (time_path: the
+  // slowest rank's mean). The ranks of a collective share the memory bus, so
+  // this is the time no implementation that reads its input and writes its
+  // output once can beat on this machine. The row has no reduction, bus or
+  // check.
   void measure_memcpy() const;
 
-  // The same for any ceiling: rank 0 alone calls rank0_seconds, which runs
-  // -w untimed and -n timed iterations and returns the mean seconds of one,
-  // while the other ranks wait at a barrier; then rank 0 prints the row.
+  // A ceiling that rank 0 alone measures (gpu_bench.h's device copy): rank 0
+  // calls rank0_seconds, which runs -w untimed and -n timed iterations and
+  // returns the mean seconds of one, while the other ranks wait at a
+  // barrier; then rank 0 prints the row. No reduction, bus or check.
   void measure_ceiling(const char* path, const std::function<double()>& rank0_seconds) const;
 
  private:

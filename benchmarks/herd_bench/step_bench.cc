@@ -27,18 +27,33 @@ namespace {
 //                   produced, then a wait for all of them; fusion as the
 //                   runtime is configured (its default threshold unless
 //                   HERD_FUSION_THRESHOLD says otherwise).
-//   herd-nofusion:  the same after restarting herd with
+//   herd-inplace:   the same with every gradient reduced in its own buffer
+//                   (input == output), as a DistributedOptimizer does.
+//   herd-nofusion:  herd's out-of-place step after restarting herd with
 //                   HERD_FUSION_THRESHOLD=0: one allreduce per gradient.
 //   mpi-fused:      the whole backward first, then the gradients copied into
-//                   one buffer, one MPI_Allreduce over it, and the results
-//                   copied out (both copies timed).
-//   mpi-per-tensor: one blocking MPI_Allreduce per gradient as it is
-//                   produced; the next layer's backward waits for it.
-// All paths read the same input arena and write the same output arena.
-// With --device cuda the paths are gpu_step_bench.cc's instead.
+//                   one buffer, one MPI_Allreduce in place over it, and the
+//                   results copied out (both copies timed).
+//   mpi-per-tensor: one blocking MPI_Allreduce(input, output) per gradient
+//                   as it is produced; the next layer's backward waits for it.
+//   mpi-per-tensor-inplace: the same with MPI_Allreduce(MPI_IN_PLACE,
+//                   gradient), which MPI libraries often run faster (no copy
+//                   of the input first).
+//   floor:          every rank copies all its gradients into the other arena
+//                   (one memcpy), all ranks at once: the memory-traffic floor
+//                   of a step on this machine. Not a reduction: no check.
+// The out-of-place paths read the input arena and write the output arena.
+// The in-place ones reduce in the output arena, which the input is copied
+// into before each step, untimed, so that every step reduces the same values
+// (a repeated sum would grow without bound) and the last one is checked.
+// speedup compares each row with the fastest mpi row of the run, in place or
+// not (step_ratios.h). With --device cuda the paths are gpu_step_bench.cc's
+// instead.
 constexpr const char* kMpiFused = "mpi-fused";
 constexpr const char* kMpiPerTensor = "mpi-per-tensor";
-constexpr int kPathCount = 4;
+constexpr const char* kMpiPerTensorInPlace = "mpi-per-tensor-inplace";
+constexpr const char* kFloor = "floor";
+constexpr int kPathCount = 7;
 
 // Sums `count` floats over the ranks of `comm`, `send` (or MPI_IN_PLACE)
 // into `recv`. MPI counts are int: the buffer goes in pieces of at most
@@ -100,7 +115,11 @@ int64_t run_step_bench(const StepBenchOptions& options, MPI_Comm comm) {
     inputs.push_back(TensorView{run.input_of(t), DataType::kFloat32, t.shape});
     outputs.push_back(TensorView{run.output_of(t), DataType::kFloat32, t.shape});
   }
-  run.measure_herd_paths("herd-bench/step/", inputs, outputs, &results);
+  const std::size_t arena_bytes = static_cast<std::size_t>(run.total) * sizeof(float);
+  const auto reset_in_place = [&] {
+    std::memcpy(run.output.data(), run.input.data(), arena_bytes);
+  };
+  run.measure_herd_paths("herd-bench/step/", inputs, outputs, &results, &outputs, reset_in_place);
 
   // The MPI paths on their own communicator, so that their traffic never
   // meets the barriers and reductions on `comm`.
@@ -130,6 +149,22 @@ int64_t run_step_bench(const StepBenchOptions& options, MPI_Comm comm) {
     }
   }));
   results.back().baseline = true;
+  results.push_back(run.measure(
+      kMpiPerTensorInPlace,
+      [&] {
+        BackwardClock clock(/*submission_blocks=*/true);
+        for (const StepTensor& t : run.plan) {
+          clock.wait_for_gradient(t.gap_seconds);
+          allreduce_floats(MPI_IN_PLACE, run.output_of(t), t.count, mpi_comm.get());
+        }
+      },
+      reset_in_place));
+  results.back().baseline = true;
+
+  results.push_back(run.measure(
+      kFloor, [&] { std::memcpy(run.output.data(), run.input.data(), arena_bytes); },
+      /*prepare=*/nullptr, /*checked=*/false));
+  results.back().floor = true;
 
   if (run.rank == 0) print_step_table(info, results, options.csv);
   int64_t wrong = 0;

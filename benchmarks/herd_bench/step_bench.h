@@ -1,8 +1,10 @@
 // herd-bench's step benchmark: the gradients of a real model (model_shapes.h)
 // submitted as a backward pass produces them, timed per training step, over
-// herd's runtime with and without fusion and over two raw MPI baselines; every
-// element of the last step of each path is checked. docs/benchmarks.md
-// describes the paths and columns.
+// herd's runtime (with and without fusion, out of place and in place) and
+// over three raw MPI baselines, beside the memory-traffic floor (every rank
+// copying its gradients at once); every element of the last step of each
+// reducing path is checked. docs/benchmarks.md describes the paths and
+// columns.
 //
 // Called by herd-bench's main thread on every rank, collectively, after
 // herd::init(); MPI must be initialized by the program (not by herd) with

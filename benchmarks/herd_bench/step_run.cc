@@ -96,7 +96,7 @@ StepTableInfo StepRun::table_info(const std::string& device) const {
 }
 
 StepPathResult StepRun::measure(const char* path, const std::function<void()>& step,
-                                const std::function<void()>& prepare) {
+                                const std::function<void()>& prepare, bool checked) {
   ++paths_run;
   if (rank == 0 && !options.quiet) {
     std::fprintf(stderr, "[%d/%d] %s\n", paths_run, path_count, path);
@@ -119,8 +119,11 @@ StepPathResult StepRun::measure(const char* path, const std::function<void()>& s
   std::vector<double> slowest(seconds.size());
   HERD_MPI_CHECK(
       MPI_Reduce(seconds.data(), slowest.data(), options.iterations, MPI_DOUBLE, MPI_MAX, 0, comm));
-  fetch();
-  const int64_t local_wrong = check(path);
+  int64_t local_wrong = 0;
+  if (checked) {
+    fetch();
+    local_wrong = check(path);
+  }
   StepPathResult result;
   result.path = path;
   HERD_MPI_CHECK(MPI_Allreduce(&local_wrong, &result.wrong, 1, MPI_INT64_T, MPI_SUM, comm));
@@ -131,19 +134,34 @@ StepPathResult StepRun::measure(const char* path, const std::function<void()>& s
 void StepRun::measure_herd_paths(const std::string& name_prefix,
                                  const std::vector<TensorView>& inputs,
                                  const std::vector<TensorView>& outputs,
-                                 std::vector<StepPathResult>* results) {
-  std::vector<std::string> names;
-  for (const StepTensor& t : plan) names.push_back(name_prefix + t.name);
+                                 std::vector<StepPathResult>* results,
+                                 const std::vector<TensorView>* in_place,
+                                 const std::function<void()>& reset_in_place) {
+  std::vector<std::string> names, in_place_names;
+  for (const StepTensor& t : plan) {
+    names.push_back(name_prefix + t.name);
+    in_place_names.push_back(name_prefix + "inplace/" + t.name);
+  }
   std::vector<Handle> handles(plan.size());
-  const auto herd_step = [&] {
-    BackwardClock clock(/*submission_blocks=*/false);
-    for (std::size_t k = 0; k < plan.size(); ++k) {
-      clock.wait_for_gradient(plan[k].gap_seconds);
-      handles[k] = herd::allreduce_async(names[k], inputs[k], outputs[k], ReduceOp::kSum);
-    }
-    for (const Handle& handle : handles) herd::wait(handle);
+  const auto step_over = [&](const std::vector<std::string>& step_names,
+                             const std::vector<TensorView>& from,
+                             const std::vector<TensorView>& to) {
+    // The vectors outlive the step; the lambda keeps their addresses.
+    return [this, &handles, step_names = &step_names, from = &from, to = &to] {
+      BackwardClock clock(/*submission_blocks=*/false);
+      for (std::size_t k = 0; k < plan.size(); ++k) {
+        clock.wait_for_gradient(plan[k].gap_seconds);
+        handles[k] = herd::allreduce_async((*step_names)[k], (*from)[k], (*to)[k], ReduceOp::kSum);
+      }
+      for (const Handle& handle : handles) herd::wait(handle);
+    };
   };
+  const std::function<void()> herd_step = step_over(names, inputs, outputs);
   results->push_back(measure("herd", herd_step));
+  if (in_place != nullptr) {
+    results->push_back(
+        measure("herd-inplace", step_over(in_place_names, *in_place, *in_place), reset_in_place));
+  }
   // herd reads HERD_FUSION_THRESHOLD at init: shut down, set it, start
   // again. This works because herd-bench, not herd, initialized MPI, so
   // herd::shutdown leaves MPI running; afterwards herd restarts as it was.

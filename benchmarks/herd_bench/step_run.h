@@ -117,18 +117,27 @@ struct StepRun {
   // and a barrier so that every rank starts the step together, and times
   // the -n. The output is poisoned before the last step, untimed, so the
   // check sees that step's results and a path that writes nothing cannot
-  // pass.
+  // pass. Without `checked` (the floor, which reduces nothing) the output
+  // is not checked and the row's wrong stays 0.
   StepPathResult measure(const char* path, const std::function<void()>& step,
-                         const std::function<void()>& prepare = nullptr);
+                         const std::function<void()>& prepare = nullptr, bool checked = true);
 
   // The rows herd and herd-nofusion: every gradient's view (`inputs`,
   // `outputs`, in the plan's order) submitted with herd::allreduce_async as
   // it is produced, under the name `name_prefix` + its parameter's name, then
   // a wait for all; the second row after restarting herd with
-  // HERD_FUSION_THRESHOLD=0. herd runs as before afterwards.
+  // HERD_FUSION_THRESHOLD=0. herd runs as before afterwards. With
+  // `in_place` (one view per gradient, in the plan's order), the row
+  // herd-inplace comes between them: the same step with every gradient
+  // reduced in its own buffer (input == output, as an optimizer reduces its
+  // gradients, under the names `name_prefix` + "inplace/" + the parameter's),
+  // `reset_in_place` putting the input back into those buffers before each
+  // step, untimed.
   void measure_herd_paths(const std::string& name_prefix, const std::vector<TensorView>& inputs,
                           const std::vector<TensorView>& outputs,
-                          std::vector<StepPathResult>* results);
+                          std::vector<StepPathResult>* results,
+                          const std::vector<TensorView>* in_place = nullptr,
+                          const std::function<void()>& reset_in_place = nullptr);
 
   // Every element of every gradient in `output` against its closed form.
   // Prints the first wrong element of this rank to stderr, and how many

@@ -1,6 +1,7 @@
 // The output of herd-bench's step benchmark: "#" notes that say what was run,
-// then one row per path with its step time, bandwidths and its ratio to the
-// better raw MPI baseline, as aligned text or CSV.
+// then one row per path with its step time, bandwidths, its ratio to the
+// best raw baseline and to the memory-traffic floor, as aligned text or CSV,
+// then a "#" line with herd's ratios.
 //
 // Called by the benchmark's main thread on rank 0 only, once all paths have
 // run; no shared state.
@@ -11,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "benchmarks/herd_bench/step_plan.h"
+#include "benchmarks/herd_bench/step_ratios.h"
 
 namespace herd::bench {
 
@@ -34,18 +35,13 @@ struct StepTableInfo {
   std::optional<std::string> fusion_threshold;
 };
 
-// One path's outcome, on rank 0.
-struct StepPathResult {
-  std::string path;
-  StepStats stats;        // of the slowest rank's step times
-  int64_t wrong = 0;      // over all ranks
-  bool baseline = false;  // a raw path (MPI, NCCL) the others are compared with
-};
-
 // Prints the notes and the table to stdout (the notes to stderr with `csv`).
-// speedup = the best baseline's median / the row's median, and
-// over_<baseline> = the row's median - the best baseline's median, where the
-// best baseline is the baseline row with the smallest median.
+// speedup = the best baseline's median / the row's median, over_<baseline> =
+// the row's median - the best baseline's median, where the best baseline is
+// the baseline row with the smallest median, and /floor = the row's median /
+// the floor row's median (step_ratios.h; "-", or empty in CSV, where a row is
+// missing). A last "#" line names the best baseline row and gives the herd
+// and herd-inplace rows' speedup and /floor.
 void print_step_table(const StepTableInfo& info, const std::vector<StepPathResult>& results,
                       bool csv);
 

@@ -49,9 +49,9 @@ void Table::print_header() const {
     std::fprintf(out_, "size,count,type,redop,path,time_us,algbw_gbps,busbw_gbps,wrong\n");
     return;
   }
-  std::fprintf(out_, "%12s %12s %9s %7s %10s %11s %9s %9s %8s\n", "size", "count", "type", "redop",
+  std::fprintf(out_, "%12s %12s %9s %7s %12s %11s %9s %9s %8s\n", "size", "count", "type", "redop",
                "path", "time", "algbw", "busbw", "#wrong");
-  std::fprintf(out_, "%12s %12s %9s %7s %10s %11s %9s %9s %8s\n", "(B)", "(elements)", "", "", "",
+  std::fprintf(out_, "%12s %12s %9s %7s %12s %11s %9s %9s %8s\n", "(B)", "(elements)", "", "", "",
                "(us)", "(GB/s)", "(GB/s)", "");
 }
 
@@ -70,7 +70,7 @@ void Table::print_row(const Row& row) const {
     std::snprintf(wrong, sizeof wrong, "%s", missing);
   }
   const char* const format = csv_ ? "%lld,%lld,%s,%s,%s,%.2f,%.3f,%s,%s\n"
-                                  : "%12lld %12lld %9s %7s %10s %11.2f %9.3f %9s %8s\n";
+                                  : "%12lld %12lld %9s %7s %12s %11.2f %9.3f %9s %8s\n";
   std::fprintf(out_, format, static_cast<long long>(row.bytes), static_cast<long long>(row.count),
                row.type.c_str(), redop.c_str(), row.path.c_str(), row.time_us, row.algbw_gbps,
                busbw, wrong);

@@ -380,8 +380,11 @@ def test_median_step_speedup(tmp_path, capsys):
     assert "| mpi-fused | 100 | 70.0–120 | 0.500 | 0.92× | 0.80–1.00 |" in lines
     # herd-nofusion 60 ms each run: 80/60, 70/60, 110/60 = 1.33, 1.17, 1.83 -> median 1.33.
     assert "| herd-nofusion | 60.0 | 60.0–60.0 | 1.00 | 1.33× | 1.17–1.83 |" in lines
+    # mpi-per-tensor was the faster MPI row in runs 1 and 3, mpi-fused in run 2.
     assert lines[-1] == ("herd speedup over the better MPI baseline: 1.60× "
-                         "(median of 3 runs, range 1.10–1.75)")
+                         "(median of 3 runs, range 1.10–1.75); the fastest MPI row: "
+                         "mpi-per-tensor in 2 of 3 runs, mpi-fused in 1 of 3 runs")
+    assert not any("/floor" in line for line in lines)  # no floor row, no column
     with open(out_json, encoding="utf-8") as handle:
         summary = json.load(handle)
     assert summary["kind"] == "step" and summary["runs"] == 3
@@ -389,6 +392,88 @@ def test_median_step_speedup(tmp_path, capsys):
     assert herd["path"] == "herd" and herd["median_ms"] == 50.0
     assert herd["speedup"]["median"] == pytest.approx(1.6)
     assert herd["speedup"]["min"] == pytest.approx(1.1)
+
+
+def in_place_sweep_run(herd_us, herd_in_place_us, mpi_us, mpi_in_place_us, memcpy_algbw):
+    """One sweep run at 4 KiB, 2 ranks, with every allreduce row herd-bench prints."""
+    rows = [("herd", herd_us), ("herd-inplace", herd_in_place_us), ("ring", 30.0),
+            ("mpi", mpi_us), ("mpi-inplace", mpi_in_place_us)]
+    return "\n".join([HEADER] + [
+        f"4096,1024,float32,sum,{path},{us},{4096 / us / 1e3:.4f},{4096 / us / 1e3:.4f},0"
+        for path, us in rows] + [f"4096,1024,float32,,memcpy,1.0,{memcpy_algbw},,"]) + "\n"
+
+
+def test_median_sweep_against_the_faster_mpi_row(tmp_path, capsys):
+    # Run 1: mpi 40, mpi-inplace 20 -> 20; herd 10 -> 2.0; herd-inplace 5 -> 4.0.
+    # Run 2: mpi 30, mpi-inplace 60 -> 30; herd 10 -> 3.0; herd-inplace 10 -> 3.0.
+    # Run 3: mpi 8, mpi-inplace 16 -> 8; herd 16 -> 0.5; herd-inplace 4 -> 2.0.
+    # herd/mpi: 2.0, 3.0, 0.5 -> median 2.0 (against mpi alone: 4, 3, 0.5 -> 3.0);
+    # herd-inplace/mpi: 4.0, 3.0, 2.0 -> 3.0.
+    files = [write(tmp_path, "r1.csv", in_place_sweep_run(10, 5, 40, 20, 10)),
+             write(tmp_path, "r2.csv", in_place_sweep_run(10, 10, 30, 60, 10)),
+             write(tmp_path, "r3.csv", in_place_sweep_run(16, 4, 8, 16, 10))]
+    out_json = str(tmp_path / "inplace.json")
+    assert bench_median.main([*files, "--json", out_json]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert ("| size | herd µs | herd GB/s | herd-inplace µs | herd-inplace GB/s | ring µs "
+            "| ring GB/s | mpi µs | mpi GB/s | mpi-inplace µs | mpi-inplace GB/s | memcpy µs "
+            "| memcpy GB/s | herd/mpi | min–max | herd-inplace/mpi | min–max "
+            "| herd busbw / memcpy |") in lines
+    row = next(line for line in lines if line.startswith("| 4 KiB |"))
+    # herd busbw 4096/10/1e3 = 0.4096, 0.4096, 0.256 over memcpy 10 -> median 0.041.
+    assert row.endswith("| 2.00× | 0.50–3.00 | 3.00× | 2.00–4.00 | 0.041 |")
+    assert lines[-1] == (
+        "herd/mpi: the faster of mpi, mpi-inplace's times / herd time in the same run "
+        "(>1: herd faster); herd-inplace/mpi: the same for herd-inplace; memcpy: every rank "
+        "copies its buffer at the same time, the memory-traffic floor (memcpy GB/s: its algbw); "
+        "herd busbw / memcpy: in the same run.")
+    with open(out_json, encoding="utf-8") as handle:
+        summary = json.load(handle)
+    assert summary["baselines"] == ["mpi", "mpi-inplace"] and summary["memcpy_floor"] is True
+    small = summary["rows"][0]
+    assert small["speedup"] == {"median": 2.0, "min": 0.5, "max": 3.0, "runs": 3}
+    assert small["inplace_speedup"] == {"median": 3.0, "min": 2.0, "max": 4.0, "runs": 3}
+
+
+def floor_step_run(rows):
+    """A step run of the CPU rows herd-bench prints: (path, median ms) pairs."""
+    return "\n".join([STEP_HEADER] + [
+        f"resnet50,2,161,102228128,0,{path},{ms},{ms},1.0,1.0,,,0" for path, ms in rows]) + "\n"
+
+
+def test_median_step_best_mpi_row_and_floor(tmp_path, capsys):
+    # Run 1: MPI rows 100 (fused), 60 (per-tensor), 40 (in place) -> best 40, mpi-per-tensor-inplace.
+    #   herd 20 -> 2.0; herd-inplace 16 -> 2.5; floor 10: herd 2.0, herd-inplace 1.6.
+    # Run 2: MPI rows 90, 30, 45 -> best 30, mpi-per-tensor. herd 30 -> 1.0; herd-inplace 20
+    #   -> 1.5; floor 12: herd 2.5, herd-inplace 5/3.
+    # Run 3: MPI rows 80, 64, 48 -> best 48, mpi-per-tensor-inplace. herd 16 -> 3.0;
+    #   herd-inplace 12 -> 4.0; floor 8: herd 2.0, herd-inplace 1.5.
+    runs = [(20, 16, 100, 60, 40, 10), (30, 20, 90, 30, 45, 12), (16, 12, 80, 64, 48, 8)]
+    files = [write(tmp_path, f"s{i}.csv", floor_step_run(
+        [("herd", herd), ("herd-inplace", in_place), ("herd-nofusion", 50), ("mpi-fused", fused),
+         ("mpi-per-tensor", per_tensor), ("mpi-per-tensor-inplace", per_tensor_in_place),
+         ("floor", floor)]))
+        for i, (herd, in_place, fused, per_tensor, per_tensor_in_place, floor) in enumerate(runs)]
+    out_json = str(tmp_path / "floor.json")
+    assert bench_median.main([*files, "--json", out_json]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "| path | median ms | min–max ms | busbw GB/s | speedup | speedup min–max | /floor |" in lines
+    # herd: speedups 2.0, 1.0, 3.0 -> 2.0; /floor 2.0, 2.5, 2.0 -> 2.0.
+    assert "| herd | 20.0 | 16.0–30.0 | 1.00 | 2.00× | 1.00–3.00 | 2.00× |" in lines
+    # floor: speedups 4.0, 2.5, 6.0 -> 4.0; /floor 1 in every run.
+    assert "| floor | 10.0 | 8.00–12.0 | 1.00 | 4.00× | 2.50–6.00 | 1.00× |" in lines
+    assert lines[-1] == (
+        "herd speedup over the better MPI baseline: 2.00× (median of 3 runs, range 1.00–3.00); "
+        "the fastest MPI row: mpi-per-tensor-inplace in 2 of 3 runs, mpi-per-tensor in 1 of 3 "
+        "runs; herd-inplace: 2.50× (median of 3 runs, range 1.50–4.00); herd / floor: 2.00× "
+        "(range 2.00–2.50); herd-inplace / floor: 1.60× (range 1.50–1.67)")
+    with open(out_json, encoding="utf-8") as handle:
+        summary = json.load(handle)
+    assert summary["fastest_baseline"] == [["mpi-per-tensor-inplace", 2], ["mpi-per-tensor", 1]]
+    assert summary["inplace_headline"]["median"] == 2.5
+    in_place = next(row for row in summary["rows"] if row["path"] == "herd-inplace")
+    assert in_place["over_floor"]["median"] == 1.6
+    assert in_place["over_floor"]["max"] == pytest.approx(5 / 3)
 
 
 def test_median_wrong_run_exits_1(tmp_path, capsys):

@@ -203,6 +203,36 @@ def test_record_makes_a_data_file_of_a_summary(tmp_path, capsys):
         doc_tables.record(str(not_a_summary), "c", "m", None)
 
 
+def test_record_and_render_a_step_with_in_place_rows_and_the_floor(tmp_path, capsys):
+    header = ("model,ranks,tensors,bytes,backward_ms,path,median_ms,mean_ms,algbw_gbps,"
+              "busbw_gbps,speedup,floor_ratio,over_mpi_ms,wrong")
+    runs = []
+    # One run: best MPI row mpi-per-tensor-inplace (30 ms); herd 20 -> 1.5, herd-inplace 15
+    # -> 2.0; floor 10 -> herd 2.0, herd-inplace 1.5.
+    for i in range(2):
+        path = tmp_path / f"step{i}.csv"
+        rows = [("herd", 20), ("herd-inplace", 15), ("mpi-per-tensor", 40),
+                ("mpi-per-tensor-inplace", 30), ("floor", 10)]
+        path.write_text(header + "\n" + "\n".join(
+            f"resnet50,2,161,102228128,0,{name},{ms},{ms},1,1,,,,0" for name, ms in rows) + "\n")
+        runs.append(str(path))
+    summary = str(tmp_path / "summary.json")
+    assert bench_median.main([*runs, "--json", summary]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    out = str(tmp_path / "results" / "step.json")
+    os.makedirs(os.path.dirname(out))
+    assert doc_tables.main(["record", summary, "--command", "herd-bench step", "--machine", "m",
+                            "--date", "2026-02-03", "-o", out]) == 0
+    lines = doc_tables.render(str(tmp_path / "results"), "step")
+    assert lines[2:] == printed
+    assert "| herd-inplace | 15.0 | 15.0–15.0 | 1.00 | 2.00× | 2.00–2.00 | 1.50× |" in lines
+    assert lines[-1] == (
+        "herd speedup over the better MPI baseline: 1.50× (median of 2 runs, range 1.50–1.50); "
+        "the fastest MPI row: mpi-per-tensor-inplace in 2 of 2 runs; herd-inplace: 2.00× "
+        "(median of 2 runs, range 2.00–2.00); herd / floor: 2.00× (range 2.00–2.00); "
+        "herd-inplace / floor: 1.50× (range 1.50–1.50)")
+
+
 def test_the_performance_doc_matches_its_data():
     assert doc_tables.check(DOC, RESULTS) == []
 
