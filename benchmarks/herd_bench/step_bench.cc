@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -29,6 +30,9 @@ namespace {
 //                   HERD_FUSION_THRESHOLD says otherwise).
 //   herd-inplace:   the same with every gradient reduced in its own buffer
 //                   (input == output), as a DistributedOptimizer does.
+//   herd-shared:    herd-inplace with the gradients' arena in one
+//                   herd::SharedBuffer: the ranks of a machine reduce
+//                   straight from each other's memory.
 //   herd-nofusion:  herd's out-of-place step after restarting herd with
 //                   HERD_FUSION_THRESHOLD=0: one allreduce per gradient.
 //   mpi-fused:      the whole backward first, then the gradients copied into
@@ -53,7 +57,8 @@ constexpr const char* kMpiFused = "mpi-fused";
 constexpr const char* kMpiPerTensor = "mpi-per-tensor";
 constexpr const char* kMpiPerTensorInPlace = "mpi-per-tensor-inplace";
 constexpr const char* kFloor = "floor";
-constexpr int kPathCount = 7;
+constexpr const char* kHerdShared = "herd-shared";
+constexpr int kPathCount = 8;
 
 // Sums `count` floats over the ranks of `comm`, `send` (or MPI_IN_PLACE)
 // into `recv`. MPI counts are int: the buffer goes in pieces of at most
@@ -120,6 +125,37 @@ int64_t run_step_bench(const StepBenchOptions& options, MPI_Comm comm) {
     std::memcpy(run.output.data(), run.input.data(), arena_bytes);
   };
   run.measure_herd_paths("herd-bench/step/", inputs, outputs, &results, &outputs, reset_in_place);
+  {
+    // herd-inplace in a shared arena, poisoned and checked through `output`.
+    SharedBuffer arena(arena_bytes);
+    auto* shared = static_cast<float*>(arena.data());
+    std::vector<TensorView> views;
+    std::vector<std::string> names;
+    for (const StepTensor& t : run.plan) {
+      views.push_back(TensorView{shared + t.offset, DataType::kFloat32, t.shape});
+      names.push_back("herd-bench/step/shared/" + t.name);
+    }
+    const auto poison = run.poison;
+    const auto fetch = run.fetch;
+    run.poison = [&] {
+      std::fill(shared, shared + run.total, std::numeric_limits<float>::quiet_NaN());
+    };
+    run.fetch = [&] { std::memcpy(run.output.data(), shared, arena_bytes); };
+    std::vector<Handle> handles(run.plan.size());
+    results.push_back(run.measure(
+        kHerdShared,
+        [&] {
+          BackwardClock clock(/*submission_blocks=*/false);
+          for (std::size_t k = 0; k < run.plan.size(); ++k) {
+            clock.wait_for_gradient(run.plan[k].gap_seconds);
+            handles[k] = herd::allreduce_async(names[k], views[k], views[k], ReduceOp::kSum);
+          }
+          for (const Handle& handle : handles) herd::wait(handle);
+        },
+        [&] { std::memcpy(shared, run.input.data(), arena_bytes); }));
+    run.poison = poison;
+    run.fetch = fetch;
+  }
 
   // The MPI paths on their own communicator, so that their traffic never
   // meets the barriers and reductions on `comm`.
