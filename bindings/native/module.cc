@@ -47,5 +47,6 @@ PYBIND11_MODULE(_native, m) {
   herd::python::bind_dtypes(m);
   herd::python::bind_basics(m);
   herd::python::bind_collectives(m);
+  herd::python::bind_shared_buffer(m);
   herd::python::bind_kvstore(m);
 }
