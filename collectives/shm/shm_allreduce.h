@@ -78,7 +78,7 @@
 // its buffers. In place is safe for the reasons the single-copy path is.
 // Where some rank's buffer is not registered, or some rank could not map a
 // peer's, every rank takes the path it would have taken without it.
-// docs/design/single-copy-allreduce.md has the measurements.
+// docs/design/shared-buffers.md has the measurements.
 //
 // Waiting: a rank spins on the other ranks' counters (they arrive within
 // microseconds when every rank has a core), then yields, then sleeps between
