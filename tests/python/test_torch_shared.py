@@ -1,7 +1,9 @@
 """herd.torch.shared_zeros under mpirun at 2 and 3 ranks: zeroed tensors of
 every shape and dtype asked for, alive as long as any view of them, and
 allreduced (in place, views of one arena together, and out of place) with
-exact results computed here from every rank's formula."""
+exact results computed here from every rank's formula; and DistributedOptimizer's
+shared_gradients, which must train bit for bit as without it while the
+gradients stay in their arena."""
 
 import gc
 
@@ -57,3 +59,35 @@ def test_out_of_place():
     y = hvd.allreduce(x, op=hvd.Sum, name="shared.out_of_place")
     i = torch.arange(x.numel())
     assert torch.equal(y, sum(((i * 3 + r) % 50) for r in range(size)).float())
+
+
+def _train(shared_gradients, steps=3):
+    """A small model trained `steps` steps on rank-unique data; its parameters, and the
+    addresses of its gradients after each step."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(40, 1000), torch.nn.ReLU(),
+                                torch.nn.Linear(1000, 7))
+    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                         named_parameters=model.named_parameters(),
+                                         shared_gradients=shared_gradients)
+    generator = torch.Generator().manual_seed(100 + hvd.rank())
+    addresses = []
+    for _ in range(steps):
+        optimizer.zero_grad()
+        x = torch.randn(16, 40, generator=generator)
+        model(x).square().sum().backward()
+        optimizer.step()
+        addresses.append([p.grad.data_ptr() for p in model.parameters()])
+    return [p.detach().clone() for p in model.parameters()], addresses
+
+
+def test_optimizer_shared_gradients_match_the_ordinary_ones():
+    plain, _ = _train(False)
+    shared, addresses = _train(True)
+    for a, b in zip(plain, shared):
+        assert torch.equal(a, b)
+    # The gradients stayed in their arena, one after another in parameter order.
+    assert all(step == addresses[0] for step in addresses)
+    sizes = [p.numel() * p.element_size() for p in plain]
+    for k in range(1, len(sizes)):
+        assert addresses[0][k] == addresses[0][k - 1] + sizes[k - 1]
