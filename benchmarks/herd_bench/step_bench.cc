@@ -30,11 +30,11 @@ namespace {
 //                   HERD_FUSION_THRESHOLD says otherwise).
 //   herd-inplace:   the same with every gradient reduced in its own buffer
 //                   (input == output), as a DistributedOptimizer does.
-//   herd-shared:    herd-inplace with the gradients' arena in one
-//                   herd::SharedBuffer: the ranks of a machine reduce
-//                   straight from each other's memory.
 //   herd-nofusion:  herd's out-of-place step after restarting herd with
 //                   HERD_FUSION_THRESHOLD=0: one allreduce per gradient.
+//   herd-shared:    herd-inplace in an arena of its own, one
+//                   herd::SharedBuffer: the ranks of a machine reduce
+//                   straight from each other's memory.
 //   mpi-fused:      the whole backward first, then the gradients copied into
 //                   one buffer, one MPI_Allreduce in place over it, and the
 //                   results copied out (both copies timed).
@@ -47,9 +47,10 @@ namespace {
 //                   (one memcpy), all ranks at once: the memory-traffic floor
 //                   of a step on this machine. Not a reduction: no check.
 // The out-of-place paths read the input arena and write the output arena.
-// The in-place ones reduce in the output arena, which the input is copied
-// into before each step, untimed, so that every step reduces the same values
-// (a repeated sum would grow without bound) and the last one is checked.
+// The in-place ones reduce in the output arena (herd-shared in its own),
+// which the input is copied into before each step, untimed, so that every
+// step reduces the same values (a repeated sum would grow without bound) and
+// the last one is checked.
 // speedup compares each row with the fastest mpi row of the run, in place or
 // not (step_ratios.h). With --device cuda the paths are gpu_step_bench.cc's
 // instead.
