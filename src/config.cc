@@ -258,7 +258,9 @@ const std::array<Setting, 22> kSettings = {{
      "ranks' own buffers (process_vm_readv) for large buffers instead of "
      "through the shared slots: auto where every rank can read every other "
      "rank's memory, on the same but herd::init fails where some rank cannot, "
-     "off never (any letter case). Every rank of a process set agrees.",
+     "off never (any letter case). Where it is used, allreduces whose buffers "
+     "lie in a herd::SharedBuffer on every rank read straight from each "
+     "other's memory. Every rank of a process set agrees.",
      [](const char* variable, std::string_view text, Config* config) {
        const std::string lower = lowercase(text);
        if (lower == "auto") {

@@ -1,6 +1,8 @@
 #include "src/fusion_executor.h"
 
+#include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include "collectives/adasum.h"
 #include "ops/reduce.h"
@@ -40,7 +42,19 @@ Status FusionExecutor::allreduce(const Response& spec, const std::vector<TensorE
   // prescale, which must not touch the input, needs the copy made first.
   const void* input;
   uint8_t* buffer;
-  if (entries.size() == 1) {
+  // Tensors reduced in place that together fill one range of memory (views
+  // into one arena, herd::SharedBuffer) are reduced where they lie, as one
+  // tensor: no fusion buffer, and the shared-memory
+  // allreduce sees the arena's registration.
+  const bool contiguous_in_place = in_place_and_contiguous(entries);
+  if (contiguous_in_place) {
+    const auto lowest = std::min_element(
+        entries.begin(), entries.end(), [](const TensorEntry* a, const TensorEntry* b) {
+          return std::less<const void*>()(a->input.data, b->input.data);
+        });
+    input = (*lowest)->input.data;
+    buffer = static_cast<uint8_t*>((*lowest)->output.data);
+  } else if (entries.size() == 1) {
     const TensorEntry& entry = *entries.front();
     input = entry.input.data;
     buffer = static_cast<uint8_t*>(entry.output.data);
@@ -75,7 +89,7 @@ Status FusionExecutor::allreduce(const Response& spec, const std::vector<TensorE
   if (shm_.group != nullptr && bytes <= shm_.max_bytes) {
     // The fusion buffer is unpacked right after: its result must stay in the
     // cache, whatever follows in the cycle.
-    const std::size_t later = entries.size() > 1 ? 0 : later_bytes;
+    const std::size_t later = entries.size() > 1 && !contiguous_in_place ? 0 : later_bytes;
     TimelineActivity reduction(entries, set_id_, "SHM_ALLREDUCE");
     HERD_RETURN_IF_ERROR(
         shm_.group->allreduce(input, buffer, total_count, element_bytes, reduce, finish, later));
@@ -90,8 +104,26 @@ Status FusionExecutor::allreduce(const Response& spec, const std::vector<TensorE
                                                 transport_, options_, finish));
   }
 
-  if (entries.size() > 1) unpack(entries, buffer);
+  if (entries.size() > 1 && !contiguous_in_place) unpack(entries, buffer);
   return Status::ok();
+}
+
+bool FusionExecutor::in_place_and_contiguous(const std::vector<TensorEntry*>& entries) {
+  if (entries.size() < 2) return false;
+  // By address: a backward pass submits an arena's views in reverse.
+  std::vector<const TensorEntry*> by_address(entries.begin(), entries.end());
+  std::sort(by_address.begin(), by_address.end(), [](const TensorEntry* a, const TensorEntry* b) {
+    return std::less<const void*>()(a->input.data, b->input.data);
+  });
+  const uint8_t* next = static_cast<const uint8_t*>(by_address.front()->input.data);
+  for (const TensorEntry* entry : by_address) {
+    if (entry->input.data != entry->output.data || entry->input.data != next ||
+        entry->input.device != by_address.front()->input.device) {
+      return false;
+    }
+    next += entry->input.num_bytes();
+  }
+  return true;
 }
 
 uint8_t* FusionExecutor::pack(const std::vector<TensorEntry*>& entries, std::size_t total_bytes) {

@@ -71,6 +71,9 @@ class FusionExecutor {
   uint8_t* pack(const std::vector<TensorEntry*>& entries, std::size_t total_bytes);
   // Copies the fusion buffer back out to the entries' outputs, in order.
   void unpack(const std::vector<TensorEntry*>& entries, const uint8_t* buffer);
+  // Whether the group has several entries, each reduced in place on one
+  // device, that in order of address each start where the one before ends.
+  static bool in_place_and_contiguous(const std::vector<TensorEntry*>& entries);
   [[nodiscard]] Status adasum(const Response& spec, const std::vector<TensorEntry*>& entries,
                               Contribution contribution);
 

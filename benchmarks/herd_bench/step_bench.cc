@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -31,6 +32,9 @@ namespace {
 //                   (input == output), as a DistributedOptimizer does.
 //   herd-nofusion:  herd's out-of-place step after restarting herd with
 //                   HERD_FUSION_THRESHOLD=0: one allreduce per gradient.
+//   herd-shared:    herd-inplace in an arena of its own, one
+//                   herd::SharedBuffer: the ranks of a machine reduce
+//                   straight from each other's memory.
 //   mpi-fused:      the whole backward first, then the gradients copied into
 //                   one buffer, one MPI_Allreduce in place over it, and the
 //                   results copied out (both copies timed).
@@ -43,9 +47,10 @@ namespace {
 //                   (one memcpy), all ranks at once: the memory-traffic floor
 //                   of a step on this machine. Not a reduction: no check.
 // The out-of-place paths read the input arena and write the output arena.
-// The in-place ones reduce in the output arena, which the input is copied
-// into before each step, untimed, so that every step reduces the same values
-// (a repeated sum would grow without bound) and the last one is checked.
+// The in-place ones reduce in the output arena (herd-shared in its own),
+// which the input is copied into before each step, untimed, so that every
+// step reduces the same values (a repeated sum would grow without bound) and
+// the last one is checked.
 // speedup compares each row with the fastest mpi row of the run, in place or
 // not (step_ratios.h). With --device cuda the paths are gpu_step_bench.cc's
 // instead.
@@ -53,7 +58,8 @@ constexpr const char* kMpiFused = "mpi-fused";
 constexpr const char* kMpiPerTensor = "mpi-per-tensor";
 constexpr const char* kMpiPerTensorInPlace = "mpi-per-tensor-inplace";
 constexpr const char* kFloor = "floor";
-constexpr int kPathCount = 7;
+constexpr const char* kHerdShared = "herd-shared";
+constexpr int kPathCount = 8;
 
 // Sums `count` floats over the ranks of `comm`, `send` (or MPI_IN_PLACE)
 // into `recv`. MPI counts are int: the buffer goes in pieces of at most
@@ -120,6 +126,37 @@ int64_t run_step_bench(const StepBenchOptions& options, MPI_Comm comm) {
     std::memcpy(run.output.data(), run.input.data(), arena_bytes);
   };
   run.measure_herd_paths("herd-bench/step/", inputs, outputs, &results, &outputs, reset_in_place);
+  {
+    // herd-inplace in a shared arena, poisoned and checked through `output`.
+    SharedBuffer arena(arena_bytes);
+    auto* shared = static_cast<float*>(arena.data());
+    std::vector<TensorView> views;
+    std::vector<std::string> names;
+    for (const StepTensor& t : run.plan) {
+      views.push_back(TensorView{shared + t.offset, DataType::kFloat32, t.shape});
+      names.push_back("herd-bench/step/shared/" + t.name);
+    }
+    const auto poison = run.poison;
+    const auto fetch = run.fetch;
+    run.poison = [&] {
+      std::fill(shared, shared + run.total, std::numeric_limits<float>::quiet_NaN());
+    };
+    run.fetch = [&] { std::memcpy(run.output.data(), shared, arena_bytes); };
+    std::vector<Handle> handles(run.plan.size());
+    results.push_back(run.measure(
+        kHerdShared,
+        [&] {
+          BackwardClock clock(/*submission_blocks=*/false);
+          for (std::size_t k = 0; k < run.plan.size(); ++k) {
+            clock.wait_for_gradient(run.plan[k].gap_seconds);
+            handles[k] = herd::allreduce_async(names[k], views[k], views[k], ReduceOp::kSum);
+          }
+          for (const Handle& handle : handles) herd::wait(handle);
+        },
+        [&] { std::memcpy(shared, run.input.data(), arena_bytes); }));
+    run.poison = poison;
+    run.fetch = fetch;
+  }
 
   // The MPI paths on their own communicator, so that their traffic never
   // meets the barriers and reductions on `comm`.

@@ -49,6 +49,12 @@ void print_notes(const StepTableInfo& info, const std::vector<StepPathResult>& r
         "from the input before each step, untimed; the other rows read the input arena and "
         "write the output arena");
   }
+  if (std::any_of(results.begin(), results.end(),
+                  [](const StepPathResult& r) { return r.path == "herd-shared"; })) {
+    notes.print_note(
+        "herd-shared: herd-inplace with the gradients in one herd::SharedBuffer, which the ranks "
+        "of a machine reduce straight from");
+  }
   if (floor_row(results)) {
     notes.print_note(
         "floor: every rank copies all its gradients into another arena (one memcpy), all ranks "
@@ -77,7 +83,7 @@ void print_summary(const StepTableInfo& info, const std::vector<StepPathResult>&
                           : "no " + info.baseline + " row";
   for (std::size_t i = 0; i < results.size(); ++i) {
     const std::string& path = results[i].path;
-    if (path != "herd" && path != "herd-inplace") continue;
+    if (path != "herd" && path != "herd-inplace" && path != "herd-shared") continue;
     const StepRatios ratios = step_ratios(results, i);
     line += "; " + path + ": speedup " + format_ratio("%.2fx", ratios.speedup, false);
     if (ratios.over_floor) line += ", " + format_number("%.2fx", *ratios.over_floor) + " the floor";

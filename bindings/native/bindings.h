@@ -47,6 +47,7 @@ TensorView make_view(std::uintptr_t address, const std::string& dtype,
 
 void bind_dtypes(pybind11::module_& m);
 void bind_basics(pybind11::module_& m);
+void bind_shared_buffer(pybind11::module_& m);
 void bind_collectives(pybind11::module_& m);
 void bind_host_buffers(pybind11::module_& m);
 void bind_kvstore(pybind11::module_& m);

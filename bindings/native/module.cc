@@ -48,5 +48,6 @@ PYBIND11_MODULE(_native, m) {
   herd::python::bind_basics(m);
   herd::python::bind_collectives(m);
   herd::python::bind_host_buffers(m);
+  herd::python::bind_shared_buffer(m);
   herd::python::bind_kvstore(m);
 }

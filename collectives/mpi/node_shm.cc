@@ -86,6 +86,8 @@ void agree_on_single_copy(MPI_Comm comm, int rank, int ranks, const NodeShmOptio
   HERD_MPI_CHECK(MPI_Allreduce(votes.data(), agreed.data(), 3, MPI_INT, MPI_MIN, comm));
   if (agreed[0] == 1) {
     group.set_single_copy_bytes(options.single_copy_min_bytes, options.single_copy_end_bytes);
+    // Mapping a peer's shared buffer needs the permission the probe checked.
+    group.set_direct_min_bytes(kShmDirectMinBytes);
     return;
   }
   if (agreed[1] == 1) return;

@@ -6,12 +6,17 @@
 #include <string>
 #include <utility>
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
 #include "collectives/poll_backoff.h"
 #include "collectives/reduction_order.h"
+#include "collectives/shm/shared_buffer_registry.h"
 #include "common/enforce.h"
 #include "ops/stream_copy.h"
 
@@ -75,6 +80,150 @@ ShmAllreduceGroup::ShmAllreduceGroup(int rank, std::vector<void*> regions, std::
   ShmRankControl* mine = controls_[static_cast<std::size_t>(rank_)];
   sequence_ = mine->arrived.value.load();
   mine->self.value.store(reinterpret_cast<uint64_t>(mine));
+  peer_mappings_.resize(regions.size());
+  peer_inputs_.resize(regions.size());
+  peer_outputs_.resize(regions.size());
+}
+
+ShmAllreduceGroup::PeerMapping::PeerMapping(PeerMapping&& other) noexcept
+    : fd(other.fd), id(other.id), data(other.data), bytes(other.bytes) {
+  other.data = nullptr;
+}
+
+ShmAllreduceGroup::PeerMapping& ShmAllreduceGroup::PeerMapping::operator=(
+    PeerMapping&& other) noexcept {
+  if (this != &other) {
+    if (data != nullptr) munmap(const_cast<uint8_t*>(data), bytes);
+    fd = other.fd;
+    id = other.id;
+    data = other.data;
+    bytes = other.bytes;
+    other.data = nullptr;
+  }
+  return *this;
+}
+
+ShmAllreduceGroup::PeerMapping::~PeerMapping() {
+  if (data != nullptr) munmap(const_cast<uint8_t*>(data), bytes);
+}
+
+const uint8_t* ShmAllreduceGroup::peer_buffer(int j, uint64_t id, uint64_t fd,
+                                              std::size_t* mapped_bytes) {
+  std::vector<PeerMapping>& mappings = peer_mappings_[static_cast<std::size_t>(j)];
+  for (auto it = mappings.begin(); it != mappings.end(); ++it) {
+    if (it->fd != fd) continue;
+    if (it->id == id) {
+      *mapped_bytes = it->bytes;
+      return it->data;
+    }
+    // The rank released that buffer and its fd now holds another.
+    mappings.erase(it);
+    break;
+  }
+  const uint64_t pid = controls_[static_cast<std::size_t>(j)]->pid.value.load();
+  const std::string path = fmt::format("/proc/{}/fd/{}", pid, fd);
+  const int local_fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (local_fd < 0) return nullptr;
+  struct stat file {};
+  void* data = MAP_FAILED;
+  if (fstat(local_fd, &file) == 0 && file.st_size > 0) {
+    data = mmap(nullptr, static_cast<std::size_t>(file.st_size), PROT_READ,
+                MAP_SHARED | MAP_POPULATE, local_fd, 0);
+  }
+  close(local_fd);
+  if (data == MAP_FAILED) return nullptr;
+  mappings.emplace_back(fd, id, static_cast<const uint8_t*>(data),
+                        static_cast<std::size_t>(file.st_size));
+  *mapped_bytes = mappings.back().bytes;
+  return mappings.back().data;
+}
+
+bool ShmAllreduceGroup::map_peer_buffers(std::size_t bytes) {
+  for (int j = 0; j < size(); ++j) {
+    if (j == rank_) continue;
+    const ShmRankControl& peer = *controls_[static_cast<std::size_t>(j)];
+    const auto map = [&](const ShmCounter& id, const ShmCounter& fd,
+                         const ShmCounter& offset) -> const uint8_t* {
+      std::size_t mapped_bytes = 0;
+      const uint8_t* data = peer_buffer(j, id.value.load(std::memory_order_relaxed),
+                                        fd.value.load(std::memory_order_relaxed), &mapped_bytes);
+      const uint64_t at = offset.value.load(std::memory_order_relaxed);
+      if (data == nullptr || at > mapped_bytes || bytes > mapped_bytes - at) return nullptr;
+      return data + at;
+    };
+    peer_inputs_[static_cast<std::size_t>(j)] =
+        map(peer.input_id, peer.input_fd, peer.input_offset);
+    peer_outputs_[static_cast<std::size_t>(j)] =
+        map(peer.output_id, peer.output_fd, peer.output_offset);
+    if (peer_inputs_[static_cast<std::size_t>(j)] == nullptr ||
+        peer_outputs_[static_cast<std::size_t>(j)] == nullptr) {
+      return false;
+    }
+  }
+  return true;
+}
+
+Status ShmAllreduceGroup::allreduce_direct(const uint8_t* in, uint8_t* out, int64_t count,
+                                           std::size_t element_size, const ops::ReduceFn& reduce,
+                                           const FinishFn& finish, bool streaming) {
+  const auto ranks = static_cast<std::size_t>(size());
+  const auto me = static_cast<std::size_t>(rank_);
+  const auto chunk_count = static_cast<int64_t>(kShmDirectChunkBytes / element_size);
+  const int64_t line_count = static_cast<int64_t>(kCacheLineBytes / element_size);
+  const int64_t chunks = (count + chunk_count - 1) / chunk_count;
+  ShmRankControl& mine = *controls_[me];
+  peer_inputs_[me] = in;
+  peer_outputs_[me] = out;
+  std::vector<const void*> sources(ranks);
+  const auto bytes_of = [element_size](int64_t elements) {
+    return static_cast<std::size_t>(elements) * element_size;
+  };
+
+  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    const int64_t first = chunk * chunk_count;
+    const int64_t n = std::min(chunk_count, count - first);
+    const uint64_t sequence = ++sequence_;
+    // The shares of the slot path: whole cache lines, rank j's from j * share.
+    const int64_t share = (n + static_cast<int64_t>(ranks) * line_count - 1) /
+                          (static_cast<int64_t>(ranks) * line_count) * line_count;
+    const auto share_begin = [&](std::size_t j) {
+      return first + std::min(n, static_cast<int64_t>(j) * share);
+    };
+    const auto share_end = [&](std::size_t j) {
+      return std::min(first + n, share_begin(j) + share);
+    };
+
+    const int64_t length = share_end(me) - share_begin(me);
+    if (length > 0) {
+      const std::size_t at = bytes_of(share_begin(me));
+      for (std::size_t j = 0; j < ranks; ++j) sources[j] = peer_inputs_[j] + at;
+      // In place, out + at is this rank's own input share: the fold reads
+      // each element before it writes it.
+      detail::fold_in_reduction_order(out + at, sources.data(), static_cast<int>(ranks), length,
+                                      element_size, reduce);
+      if (finish) finish(out + at, length);
+    }
+    mine.reduced.value.store(sequence, std::memory_order_release);
+    HERD_RETURN_IF_ERROR(
+        wait_for_all(&ShmRankControl::reduced, sequence, "reducing", chunk, chunks));
+
+    for (std::size_t j = 0; j < ranks; ++j) {
+      if (j == me || share_end(j) <= share_begin(j)) continue;
+      const std::size_t at = bytes_of(share_begin(j));
+      const std::size_t bytes = bytes_of(share_end(j) - share_begin(j));
+      if (streaming) {
+        ops::stream_copy(out + at, peer_outputs_[j] + at, bytes);
+      } else {
+        std::memcpy(out + at, peer_outputs_[j] + at, bytes);
+      }
+    }
+  }
+  // The caller may hand the output to another thread once this returns.
+  if (streaming) ops::stream_fence();
+  // Every rank stays until no other rank reads its buffers any more.
+  const uint64_t finished = ++sequence_;
+  mine.arrived.value.store(finished, std::memory_order_release);
+  return wait_for_all(&ShmRankControl::arrived, finished, "copying out", chunks - 1, chunks);
 }
 
 Status ShmAllreduceGroup::probe_single_copy() const {
@@ -284,23 +433,59 @@ Status ShmAllreduceGroup::allreduce(const void* input, void* output, int64_t cou
   const int64_t chunks = count == 0 ? 0 : (count + chunk_count - 1) / chunk_count;
   const auto* in = static_cast<const uint8_t*>(input);
   auto* out = static_cast<uint8_t*>(output);
-  if (count > 0 && size() > 1 && total_bytes >= single_copy_min_bytes_ &&
-      total_bytes < single_copy_end_bytes_) {
-    // Rank 0 chooses the path: a call whose output streams comes from memory
-    // and goes back there, where the slot path moves fewer bytes through
-    // memory (the others may differ in later_bytes). Every rank publishes its
-    // buffers in case.
+  const bool single_copy_size =
+      total_bytes >= single_copy_min_bytes_ && total_bytes < single_copy_end_bytes_;
+  const bool direct_size = total_bytes >= direct_min_bytes_;
+  if (count > 0 && size() > 1 && (single_copy_size || direct_size)) {
+    // Rank 0 chooses between single copy and the slots: a call whose output
+    // streams comes from memory and goes back there, where the slot path
+    // moves fewer bytes through memory (the others may differ in
+    // later_bytes). Every rank publishes its buffers in case.
     ShmRankControl& mine = *controls_[me];
     mine.input.value.store(reinterpret_cast<uint64_t>(in), std::memory_order_relaxed);
     mine.output.value.store(reinterpret_cast<uint64_t>(out), std::memory_order_relaxed);
+    std::optional<SharedBufferRange> input_buffer;
+    std::optional<SharedBufferRange> output_buffer;
+    if (direct_size) {
+      input_buffer = find_shared_buffer(in, total_bytes);
+      output_buffer = in == out ? input_buffer : find_shared_buffer(out, total_bytes);
+    }
+    const auto publish = [](const std::optional<SharedBufferRange>& buffer, ShmCounter& id,
+                            ShmCounter& fd, ShmCounter& offset) {
+      id.value.store(buffer ? buffer->id : 0, std::memory_order_relaxed);
+      fd.value.store(buffer ? static_cast<uint64_t>(buffer->fd) : 0, std::memory_order_relaxed);
+      offset.value.store(buffer ? buffer->offset : 0, std::memory_order_relaxed);
+    };
+    publish(input_buffer, mine.input_id, mine.input_fd, mine.input_offset);
+    publish(output_buffer, mine.output_id, mine.output_fd, mine.output_offset);
     if (rank_ == 0) {
-      mine.single_copy.value.store(streaming ? 0 : 1, std::memory_order_relaxed);
+      mine.single_copy.value.store(single_copy_size && !streaming ? 1 : 0,
+                                   std::memory_order_relaxed);
     }
     const uint64_t published = ++sequence_;
     mine.arrived.value.store(published, std::memory_order_release);
     HERD_RETURN_IF_ERROR(
         wait_for_all(&ShmRankControl::arrived, published, "publishing its buffers", 0, chunks));
-    if (controls_[0]->single_copy.value.load(std::memory_order_relaxed) == 1) {
+    // What every rank published, so the same on every rank.
+    const bool registered =
+        direct_size && std::all_of(controls_.begin(), controls_.end(), [](ShmRankControl* c) {
+          return c->input_id.value.load(std::memory_order_relaxed) != 0 &&
+                 c->output_id.value.load(std::memory_order_relaxed) != 0;
+        });
+    if (registered) {
+      // Whether this rank could map is its own: the ranks vote.
+      const uint64_t voted = ++sequence_;
+      mine.mapped.value.store(map_peer_buffers(total_bytes) ? voted : 0, std::memory_order_relaxed);
+      mine.arrived.value.store(voted, std::memory_order_release);
+      HERD_RETURN_IF_ERROR(
+          wait_for_all(&ShmRankControl::arrived, voted, "mapping the others' buffers", 0, chunks));
+      if (std::all_of(controls_.begin(), controls_.end(), [voted](ShmRankControl* c) {
+            return c->mapped.value.load(std::memory_order_relaxed) == voted;
+          })) {
+        return allreduce_direct(in, out, count, element_size, reduce, finish, streaming);
+      }
+    }
+    if (single_copy_size && controls_[0]->single_copy.value.load(std::memory_order_relaxed) == 1) {
       return allreduce_single_copy(in, out, count, element_size, reduce, finish);
     }
   }

@@ -61,6 +61,27 @@
 // read in step 1 of that chunk, before `reduced`, and nobody reads again.
 // docs/design/single-copy-allreduce.md has the measurements.
 //
+// Direct (registered memory). A call whose input and output lie, on every
+// rank, in shared buffers (shared_buffer_registry.h) of at least
+// kShmDirectMinBytes, where the group has the single-copy permission, skips
+// every copy between processes: each rank publishes its buffers' id, fd and
+// offset with its `arrived`; each maps the others' buffers (opening
+// /proc/<pid>/fd/<fd>, kept mapped per rank and fd until that fd shows
+// another id or the group goes) and publishes whether it could, with a second
+// `arrived`; if every rank could, then one chunk of kShmDirectChunkBytes at a
+// time,
+//   1. reduce: rank r folds share r of every rank's input, loaded straight
+//      from the mappings, into share r of its own output, in the same
+//      reduction order, applies `finish`, and publishes `reduced`;
+//   2. copy out: once every rank has reduced, every rank copies each other
+//      rank's share of the result from that rank's output into its own
+//      (streaming stores as shm_streams_output says);
+// and a last `arrived` keeps every rank in the call until no other rank reads
+// its buffers. In place is safe for the reasons the single-copy path is.
+// Where some rank's buffer is not registered, or some rank could not map a
+// peer's, every rank takes the path it would have taken without it.
+// docs/design/shared-buffers.md has the measurements.
+//
 // Waiting: a rank spins on the other ranks' counters (they arrive within
 // microseconds when every rank has a core), then yields, then sleeps between
 // looks with growing pauses (collectives/poll_backoff.h). A rank whose
@@ -122,6 +143,16 @@ constexpr std::size_t kShmSingleCopyChunkBytes = 1 << 20;
 // Bytes read from each peer at a time into a rank's scratch while reducing.
 constexpr std::size_t kShmSingleCopyBlockBytes = 32 * 1024;
 
+// The direct path (registered memory) runs for calls from kShmDirectMinBytes
+// on: the smallest size whose buffers every rank publishes already (for the
+// single-copy path), so that calls in unregistered memory below it pay no
+// barrier more. Its chunks are long: each rank reads a peer's share of the
+// result while it is still in the shared cache, and fewer chunks mean fewer
+// barriers (at 2 ranks on 2 cores, chunks of 4 MiB and more ran at the
+// memory-traffic floor).
+constexpr std::size_t kShmDirectMinBytes = kShmSingleCopyMinBytes;
+constexpr std::size_t kShmDirectChunkBytes = 4 << 20;
+
 // How a group reads another process's memory: process_vm_readv's signature,
 // so that tests can refuse or fail it.
 using CrossMemoryRead = ssize_t (*)(pid_t pid, const iovec* local, unsigned long local_count,
@@ -160,6 +191,18 @@ struct ShmRankControl {
   ShmCounter self;
   // Rank 0's: 1 when its current call takes the single-copy path.
   ShmCounter single_copy;
+  // Direct path: the shared buffers (shared_buffer_registry.h) holding the
+  // current call's input and output: id (0 for none), fd and offset,
+  // published with the addresses.
+  ShmCounter input_id;
+  ShmCounter input_fd;
+  ShmCounter input_offset;
+  ShmCounter output_id;
+  ShmCounter output_fd;
+  ShmCounter output_offset;
+  // Direct path: the sequence number of the call's second `arrived` when
+  // this rank mapped every other rank's buffers, else 0.
+  ShmCounter mapped;
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free,
               "the counters are shared between processes");
@@ -198,6 +241,11 @@ class ShmAllreduceGroup {
   }
   std::size_t single_copy_min_bytes() const { return single_copy_min_bytes_; }
   std::size_t single_copy_end_bytes() const { return single_copy_end_bytes_; }
+  // Calls of min_bytes and more whose buffers are registered on every rank
+  // take the direct path; by default none (SIZE_MAX). Needs the permission
+  // probe_single_copy checks. Every rank must set the same, before a call.
+  void set_direct_min_bytes(std::size_t min_bytes) { direct_min_bytes_ = min_bytes; }
+  std::size_t direct_min_bytes() const { return direct_min_bytes_; }
   // Tests: reads other processes' memory with `read` instead of
   // process_vm_readv (the probe and the single-copy path).
   void set_cross_memory_read(CrossMemoryRead read) { read_ = read; }
@@ -219,6 +267,19 @@ class ShmAllreduceGroup {
   [[nodiscard]] Status allreduce_single_copy(const uint8_t* in, uint8_t* out, int64_t count,
                                              std::size_t element_size, const ops::ReduceFn& reduce,
                                              const FinishFn& finish);
+  // The direct path of allreduce (count > 0), after every rank has mapped
+  // every other rank's buffers into peer_inputs_ and peer_outputs_.
+  [[nodiscard]] Status allreduce_direct(const uint8_t* in, uint8_t* out, int64_t count,
+                                        std::size_t element_size, const ops::ReduceFn& reduce,
+                                        const FinishFn& finish, bool streaming);
+  // Points peer_inputs_ and peer_outputs_ at every other rank's published
+  // buffers of `bytes`, mapping those not mapped yet; false where some
+  // buffer cannot be mapped.
+  bool map_peer_buffers(std::size_t bytes);
+  // Rank j's buffer `id` behind its fd `fd`, mapped (nullptr where it
+  // cannot be); its mapped length in *mapped_bytes.
+  const uint8_t* peer_buffer(int j, uint64_t id, uint64_t fd, std::size_t* mapped_bytes);
+
   // Reads `bytes` at `remote` in rank j's process into `local`; the failure
   // names this rank, rank j, what was read and the chunk.
   [[nodiscard]] Status read_peer(int j, void* local, uint64_t remote, std::size_t bytes,
@@ -244,6 +305,26 @@ class ShmAllreduceGroup {
   std::size_t single_copy_end_bytes_ = 0;
   CrossMemoryRead read_;
   std::vector<uint8_t> scratch_;  // single copy: a block per rank
+  std::size_t direct_min_bytes_ = SIZE_MAX;
+  // Another rank's shared buffer, mapped read-only in this process.
+  struct PeerMapping {
+    PeerMapping(uint64_t fd, uint64_t id, const uint8_t* data, std::size_t bytes)
+        : fd(fd), id(id), data(data), bytes(bytes) {}
+    PeerMapping(PeerMapping&& other) noexcept;
+    PeerMapping& operator=(PeerMapping&& other) noexcept;
+    PeerMapping(const PeerMapping&) = delete;
+    PeerMapping& operator=(const PeerMapping&) = delete;
+    ~PeerMapping();
+    uint64_t fd;
+    uint64_t id;
+    const uint8_t* data;
+    std::size_t bytes;
+  };
+  std::vector<std::vector<PeerMapping>> peer_mappings_;  // [rank]
+  // Direct path: every rank's input and output of the current call, as
+  // mapped in this process (this rank's own where they lie).
+  std::vector<const uint8_t*> peer_inputs_;
+  std::vector<const uint8_t*> peer_outputs_;
 };
 
 }  // namespace herd::collectives

@@ -14,6 +14,7 @@
 #include "herd/float16.h"
 #include "herd/handle.h"
 #include "herd/process_set.h"
+#include "herd/shared_buffer.h"
 #include "herd/tensor.h"
 #include "herd/types.h"
 

@@ -19,6 +19,8 @@
 //   loop        allreduce float32[ELEMENTS] ITERATIONS times (0: until one
 //               fails), each result checked, PAUSE_MS apart, then
 //               herd::shutdown
+//   loop-shared loop in place in a herd::SharedBuffer (the shared-memory
+//               allreduce's direct path)
 //   early-exit  rank 0 returns from main after one allreduce, without
 //               herd::shutdown; the others then submit another allreduce
 //   shutdown-pending  rank 0 calls herd::shutdown after one allreduce; the
@@ -53,14 +55,13 @@ double process_cpu_seconds() {
 
 // One exact-checked allreduce: small integers, so every sum is exact
 // whatever the order of additions. Returns false after writing "wrong".
-bool reduce_and_check(std::ofstream& out, long iteration, std::vector<float>& input,
-                      std::vector<float>& output) {
+bool reduce_and_check(std::ofstream& out, long iteration, float* input, float* output,
+                      int64_t count) {
   const int rank = herd::rank();
   const int size = herd::size();
-  const auto count = static_cast<int64_t>(input.size());
   for (int64_t j = 0; j < count; ++j) input[j] = static_cast<float>((j + iteration + rank) % 64);
-  herd::allreduce("fault/grad", herd::TensorView{input.data(), herd::DataType::kFloat32, {count}},
-                  herd::TensorView{output.data(), herd::DataType::kFloat32, {count}},
+  herd::allreduce("fault/grad", herd::TensorView{input, herd::DataType::kFloat32, {count}},
+                  herd::TensorView{output, herd::DataType::kFloat32, {count}},
                   herd::ReduceOp::kSum);
   for (int64_t j = 0; j < count; ++j) {
     double expected = 0;
@@ -96,21 +97,29 @@ int main(int argc, char** argv) {
   herd::init();
   const int rank = herd::rank();
   std::ofstream out(out_dir + "/result." + std::to_string(rank));
-  std::vector<float> input(static_cast<std::size_t>(elements));
-  std::vector<float> output(static_cast<std::size_t>(elements));
+  std::vector<float> input_vector(static_cast<std::size_t>(elements));
+  std::vector<float> output_vector(static_cast<std::size_t>(elements));
+  float* input = input_vector.data();
+  float* output = output_vector.data();
+  herd::SharedBuffer shared;
+  if (mode == "loop-shared") {
+    shared = herd::SharedBuffer(static_cast<std::size_t>(elements) * sizeof(float));
+    input = output = static_cast<float*>(shared.data());
+  }
+  const int64_t count = elements;
   Clock::time_point last_good = Clock::now();
   long done = 0;
   try {
-    if (mode == "loop") {
+    if (mode == "loop" || mode == "loop-shared") {
       for (long i = 0; iterations == 0 || i < iterations; ++i) {
-        if (!reduce_and_check(out, i, input, output)) return 1;
+        if (!reduce_and_check(out, i, input, output, count)) return 1;
         last_good = Clock::now();
         if (++done == 1) std::ofstream(out_dir + "/ready." + std::to_string(rank)) << getpid();
         std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
       }
       out << "ok " << done << "\n";
     } else if (mode == "early-exit" || mode == "shutdown-pending") {
-      if (!reduce_and_check(out, 0, input, output)) return 1;
+      if (!reduce_and_check(out, 0, input, output, count)) return 1;
       if (rank == 0) {
         out << "ok 1\n";
         out.flush();
@@ -118,13 +127,13 @@ int main(int argc, char** argv) {
         return 0;  // early-exit: herd's static destructor runs at exit
       }
       last_good = Clock::now();
-      if (!reduce_and_check(out, 1, input, output)) return 1;
+      if (!reduce_and_check(out, 1, input, output, count)) return 1;
       out << "ok 2\n";
     } else if (mode == "slow-peer") {
       if (rank == 0) std::this_thread::sleep_for(std::chrono::seconds(10));
       const double cpu_start = process_cpu_seconds();
       const Clock::time_point start = Clock::now();
-      if (!reduce_and_check(out, 0, input, output)) return 1;
+      if (!reduce_and_check(out, 0, input, output, count)) return 1;
       out << "cpu " << process_cpu_seconds() - cpu_start << " wall " << seconds_since(start)
           << "\n";
       out << "ok 1\n";

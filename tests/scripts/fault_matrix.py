@@ -32,7 +32,13 @@ Cases (name: ranks, fault):
                      path (HERD_SHM_SINGLE_COPY=on): a survivor reading the
                      dead rank's memory, or waiting for it, fails within a
                      second or two, naming it
-  healthy_shm_np3, healthy_mpi_np3, healthy_shm_single_copy_np3
+  kill_shm_shared_np2
+                     kill_shm_np2 with the buffer in a herd::SharedBuffer,
+                     reduced in place through the direct path: a survivor
+                     waiting for the dead rank fails within a second or two,
+                     naming it
+  healthy_shm_np3, healthy_mpi_np3, healthy_shm_single_copy_np3,
+  healthy_shm_shared_np3
                      no fault: every result exact (the twin of the kills)
   healthy_np2        two allreduces and herd::shutdown on both ranks, exact
                      (the twin of early_exit_np2 and shutdown_pending_np2)
@@ -90,7 +96,9 @@ CASES = {
     "kill_mpi_np2": Case(2, "loop", MPI_ONLY, elements=BIG, fault="kill"),
     "kill_mpi_np3": Case(3, "loop", MPI_ONLY, elements=BIG, fault="kill"),
     "kill_shm_single_copy_np2": Case(2, "loop", SINGLE_COPY, elements=MID, fault="kill"),
+    "kill_shm_shared_np2": Case(2, "loop-shared", elements=BIG, fault="kill"),
     "healthy_shm_np3": Case(3, "loop", iterations=200),
+    "healthy_shm_shared_np3": Case(3, "loop-shared", elements=BIG, iterations=100),
     "healthy_shm_single_copy_np3": Case(3, "loop", SINGLE_COPY, elements=MID, iterations=200),
     "healthy_mpi_np3": Case(3, "loop", MPI_ONLY, iterations=200),
     "healthy_np2": Case(2, "loop", iterations=2),

@@ -16,6 +16,7 @@ from herd.torch.functions import (
 from herd.torch.mpi_ops import *  # noqa: F401,F403 -- the horovod.torch namespace
 from herd.torch.mpi_ops import __all__ as _mpi_ops_all
 from herd.torch.optimizer import DistributedOptimizer
+from herd.torch.shared import shared_zeros
 from herd.torch.sync_batch_norm import SyncBatchNorm
 
 __all__ = list(_mpi_ops_all) + [
@@ -27,4 +28,5 @@ __all__ = list(_mpi_ops_all) + [
     "broadcast_object",
     "broadcast_optimizer_state",
     "broadcast_parameters",
+    "shared_zeros",
 ]

@@ -54,6 +54,7 @@ from herd.process_sets import ProcessSet, global_process_set
 from herd.reduce_ops import Adasum, Average, Sum
 from herd.torch.agreement import describe, report_after_failure
 from herd.torch.compression import Compression
+from herd.torch.shared import shared_zeros
 from herd.torch.mpi_ops import (
     allreduce_async_,
     grouped_allreduce_async_,
@@ -175,7 +176,8 @@ class _DistributedOptimizer:
     """
 
     def _herd_setup(self, named_parameters, compression, backward_passes_per_step, op,
-                    gradient_predivide_factor, groups, sparse_as_dense, process_set):
+                    gradient_predivide_factor, groups, sparse_as_dense, process_set,
+                    shared_gradients=False):
         self._herd_names = _parameter_names(self.param_groups, named_parameters)
         # Horovod's attribute, which scripts and tests read: parameter -> name.
         self._parameter_names = {p: self._herd_names[id(p)]
@@ -202,6 +204,30 @@ class _DistributedOptimizer:
             if groups is not None:
                 self._herd_form_groups(groups)
             self._herd_register_hooks()
+        # (parameter, its view into a shared arena): gradients kept there across steps.
+        self._herd_shared_grads = []
+        if shared_gradients and self._herd_hooked:
+            self._herd_share_gradients()
+
+    def _herd_share_gradients(self):
+        """Puts the .grad of every dense CPU parameter into one shared arena per dtype
+        (herd.torch.shared_zeros), laid out in parameter order, so that their allreduces read
+        straight from the other ranks' memory and fused ones need no fusion buffer."""
+        by_dtype = collections.defaultdict(list)
+        for p in self._herd_params:
+            if p.device.type == "cpu" and p.layout == torch.strided and (
+                    p.grad is None or not p.grad.is_sparse):
+                by_dtype[p.dtype].append(p)
+        for dtype, params in by_dtype.items():
+            arena = shared_zeros((sum(p.numel() for p in params),), dtype=dtype)
+            offset = 0
+            for p in params:
+                view = arena[offset:offset + p.numel()].view(p.shape)
+                offset += p.numel()
+                if p.grad is not None:
+                    view.copy_(p.grad)
+                p.grad = view
+                self._herd_shared_grads.append((p, view))
 
     def _herd_reset_counts(self):
         """The state of a step that has not begun: no pass seen, nothing submitted."""
@@ -535,7 +561,13 @@ class _DistributedOptimizer:
     def zero_grad(self, *args, **kwargs):
         if self._herd_any_pass:
             raise AssertionError(_ZERO_GRAD_TOO_EARLY)
-        return super(self._herd_class, self).zero_grad(*args, **kwargs)
+        result = super(self._herd_class, self).zero_grad(*args, **kwargs)
+        # Shared gradients are zeroed in place, never set to None: autograd then adds the
+        # next backward's gradients into the arena.
+        for p, view in self._herd_shared_grads:
+            view.zero_()
+            p.grad = view
+        return result
 
     def load_state_dict(self, *args, **kwargs):
         """Loads the wrapped optimizer's state and starts the step afresh; reductions still
@@ -558,7 +590,7 @@ class _DistributedOptimizer:
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
                          backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
                          num_groups=0, groups=None, sparse_as_dense=False,
-                         process_set=global_process_set):
+                         process_set=global_process_set, shared_gradients=False):
     """Wraps ``optimizer`` so every step applies gradients reduced across ``process_set``.
 
     Arguments (horovod.torch's):
@@ -581,6 +613,11 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
             nonzeros.
         process_set: reduce among this set's ranks only; elsewhere the optimizer steps
             locally.
+        shared_gradients (herd's): keep the ``.grad`` of the dense CPU parameters in one
+            ``herd.torch.shared_zeros`` arena per dtype, so that the ranks of a machine
+            reduce straight from each other's memory; ``zero_grad`` then zeroes them in
+            place instead of setting them to None. Ignored where nothing is reduced (one
+            rank, outside the process set) and for the Adasum optimizer.
     """
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("DistributedOptimizer: gradient_predivide_factor applies to "
@@ -634,5 +671,6 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     wrapped.param_groups = list(optimizer.param_groups)
     wrapped.state = collections.defaultdict(dict, optimizer.state)
     wrapped._herd_setup(named_parameters, compression, backward_passes_per_step, op,
-                        gradient_predivide_factor, groups, sparse_as_dense, process_set)
+                        gradient_predivide_factor, groups, sparse_as_dense, process_set,
+                        shared_gradients)
     return wrapped
