@@ -121,6 +121,16 @@ std::string gpu_allreduce_text(int64_t value) {
   return fmt::format("GpuAllreduce({})", value);
 }
 
+std::string allreduce_algorithm_text(int64_t value) {
+  switch (static_cast<AllreduceAlgorithmSetting>(value)) {
+    case AllreduceAlgorithmSetting::kAuto: return "auto";
+    case AllreduceAlgorithmSetting::kShm: return "shm";
+    case AllreduceAlgorithmSetting::kRing: return "ring";
+    case AllreduceAlgorithmSetting::kRecursiveDoubling: return "recursive_doubling";
+  }
+  return fmt::format("AllreduceAlgorithmSetting({})", value);
+}
+
 struct Setting {
   const char* variable;
   const char* default_text;  // must parse to the Config member's initializer
@@ -171,7 +181,7 @@ int64_t field_value(const Config& config) {
 // ranks that disagreed would hang on. HERD_PROCESS_SETS must agree too but
 // is compared list by list when the sets are made; HERD_EAGER_PIECE_BYTES
 // may differ because the ranks take the smallest value.
-const std::array<Setting, 21> kSettings = {{
+const std::array<Setting, 22> kSettings = {{
     {"HERD_FUSION_THRESHOLD", "4194304",
      "Most bytes packed into one fusion buffer; 0 turns fusion off, so every "
      "tensor is reduced on its own.",
@@ -253,6 +263,27 @@ const std::array<Setting, 21> kSettings = {{
      "one machine; 0 never; auto: any size.",
      &parse_auto_or_bytes<&Config::shm_allreduce_bytes>, &field_value<&Config::shm_allreduce_bytes>,
      &auto_or_decimal_text},
+    {"HERD_ALLREDUCE_ALGORITHM", "auto",
+     "The algorithm of CPU allreduces: auto measures the candidates (shared "
+     "memory where it serves the size, the ring, recursive doubling) on the "
+     "first calls of each size class, every rank then running the fastest "
+     "and trying the others again now and then; shm, ring or "
+     "recursive_doubling fixes it (shm falls back to the size threshold where "
+     "shared memory does not serve the size). Any letter case.",
+     [](const char* variable, std::string_view text, Config* config) {
+       const std::string lower = lowercase(text);
+       for (auto value :
+            {AllreduceAlgorithmSetting::kAuto, AllreduceAlgorithmSetting::kShm,
+             AllreduceAlgorithmSetting::kRing, AllreduceAlgorithmSetting::kRecursiveDoubling}) {
+         if (lower == allreduce_algorithm_text(static_cast<int64_t>(value))) {
+           config->allreduce_algorithm = value;
+           return Status::ok();
+         }
+       }
+       return bad_value(variable, text, "auto, shm, ring or recursive_doubling");
+     },
+     [](const Config& config) { return static_cast<int64_t>(config.allreduce_algorithm); },
+     &allreduce_algorithm_text},
     {"HERD_STALL_CHECK_TIME", "60",
      "Seconds a tensor may wait for other ranks before herd logs a warning "
      "naming it and the ranks that have not submitted it; 0 turns the check off.",

@@ -30,6 +30,15 @@ enum class GpuAllreduce {
   kMpi,
 };
 
+// Which algorithm a CPU allreduce runs (HERD_ALLREDUCE_ALGORITHM): chosen by
+// measurement per size class (src/allreduce_chooser.h), or fixed.
+enum class AllreduceAlgorithmSetting {
+  kAuto,
+  kShm,  // where the shared-memory group serves the size; else by the size threshold
+  kRing,
+  kRecursiveDoubling,
+};
+
 struct Config {
   // HERD_FUSION_THRESHOLD: most bytes packed into one fusion buffer; 0 turns
   // fusion off (every tensor is reduced on its own).
@@ -62,6 +71,8 @@ struct Config {
   // (collectives/shm/shm_allreduce.h); 0 never; -1 (the variable's "auto"):
   // any size.
   int64_t shm_allreduce_bytes = -1;
+  // HERD_ALLREDUCE_ALGORITHM.
+  AllreduceAlgorithmSetting allreduce_algorithm = AllreduceAlgorithmSetting::kAuto;
   // HERD_STALL_CHECK_TIME: seconds a tensor may wait for other ranks before
   // herd logs a warning naming it and the ranks it waits for; 0 disables.
   // Also how long a shared-memory allreduce waits for a rank before failing.

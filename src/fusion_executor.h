@@ -21,6 +21,7 @@
 #include "collectives/shm/shm_allreduce.h"
 #include "collectives/transport.h"
 #include "common/status.h"
+#include "src/allreduce_chooser.h"
 #include "src/config.h"
 #include "src/message.h"
 #include "src/tensor_queue.h"
@@ -48,9 +49,12 @@ struct ShmPath {
 
 class FusionExecutor {
  public:
-  // `set_id`: the process set's thread in the timeline.
+  // `set_id`: the process set's thread in the timeline. `algorithm`
+  // (HERD_ALLREDUCE_ALGORITHM): kAuto chooses by measurement
+  // (src/allreduce_chooser.h).
   FusionExecutor(collectives::Transport& transport, collectives::AllreduceOptions options,
-                 ShmPath shm = {}, int set_id = 0);
+                 ShmPath shm = {}, int set_id = 0,
+                 AllreduceAlgorithmSetting algorithm = AllreduceAlgorithmSetting::kAuto);
 
   // Reduces every entry's input into its output as `spec` (dtype, op, scales)
   // says: output = postscale * reduce_op over ranks of (prescale * input),
@@ -71,6 +75,13 @@ class FusionExecutor {
   uint8_t* pack(const std::vector<TensorEntry*>& entries, std::size_t total_bytes);
   // Copies the fusion buffer back out to the entries' outputs, in order.
   void unpack(const std::vector<TensorEntry*>& entries, const uint8_t* buffer);
+  // The paths a call on `bytes` bytes may take, the likelier winner first.
+  std::vector<AllreducePath> candidates(std::size_t bytes) const;
+  // The path of the next call on `bytes` bytes, and whether the ranks agree on
+  // their measurements after it.
+  AllreduceChooser::Choice choose(std::size_t bytes);
+  // Every rank's measurements for the size class of `bytes`, maxima over ranks.
+  [[nodiscard]] Status agree(std::size_t bytes);
   [[nodiscard]] Status adasum(const Response& spec, const std::vector<TensorEntry*>& entries,
                               Contribution contribution);
 
@@ -78,6 +89,8 @@ class FusionExecutor {
   collectives::AllreduceOptions options_;
   ShmPath shm_;
   int set_id_;
+  AllreduceAlgorithmSetting algorithm_;
+  AllreduceChooser chooser_;
   std::unique_ptr<uint8_t[]> fusion_buffer_;
   std::size_t fusion_buffer_capacity_ = 0;
 };
