@@ -45,6 +45,19 @@ AllreducePath AllreduceChooser::fastest(const SizeClass& size_class,
   return best;
 }
 
+int AllreduceChooser::decided_neighbour(int size_class,
+                                        const std::vector<AllreducePath>& candidates) const {
+  for (int neighbour : {size_class - 1, size_class + 1}) {
+    if (neighbour < 0 || neighbour >= kSizeClasses) continue;
+    const SizeClass& decided = classes_[static_cast<std::size_t>(neighbour)];
+    if (std::all_of(candidates.begin(), candidates.end(),
+                    [&](AllreducePath p) { return decided.agreed[index(p)] > 0; })) {
+      return neighbour;
+    }
+  }
+  return -1;
+}
+
 std::vector<AllreducePath> AllreduceChooser::in_likely_order(
     int size_class, const std::vector<AllreducePath>& candidates) const {
   std::vector<AllreducePath> ordered = candidates;
@@ -84,6 +97,17 @@ AllreduceChooser::Choice AllreduceChooser::choose(std::size_t bytes,
     return size_class.agreed[index(p)] < 0;
   });
   if (exploring) {
+    const bool fresh = std::none_of(size_class.agreed.begin(), size_class.agreed.end(),
+                                    [](double estimate) { return estimate >= 0; }) &&
+                       std::none_of(size_class.ran_in_round.begin(), size_class.ran_in_round.end(),
+                                    [](bool ran) { return ran; });
+    const int neighbour = fresh ? decided_neighbour(class_index, candidates) : -1;
+    if (neighbour >= 0) {
+      const AllreducePath path = fastest(classes_[static_cast<std::size_t>(neighbour)], candidates);
+      size_class.borrowed_from = neighbour;
+      size_class.ran_in_round[index(path)] = true;
+      return {path, true};
+    }
     const std::vector<AllreducePath> ordered = in_likely_order(class_index, candidates);
     const AllreducePath* next = next_in_round(size_class, ordered, false, ordered.front());
     if (next != nullptr) {
@@ -140,6 +164,23 @@ void AllreduceChooser::agree(std::size_t bytes, const std::array<double, kAllred
                                           AllreducePath::kRecursiveDoubling};
   const AllreducePath before = fastest(size_class, all);
   size_class.agreed = agreed;
+  if (size_class.borrowed_from >= 0) {
+    // The path that ran gives the scale; what did not run keeps its place
+    // relative to it in the neighbour.
+    const SizeClass& neighbour = classes_[static_cast<std::size_t>(size_class.borrowed_from)];
+    double scale = -1.0;
+    for (std::size_t path = 0; path < kAllreducePaths; ++path) {
+      if (size_class.ran_in_round[path] && agreed[path] >= 0 && neighbour.agreed[path] > 0) {
+        scale = agreed[path] / neighbour.agreed[path];
+      }
+    }
+    for (std::size_t path = 0; path < kAllreducePaths && scale >= 0; ++path) {
+      if (agreed[path] < 0 && neighbour.agreed[path] >= 0) {
+        size_class.agreed[path] = neighbour.agreed[path] * scale;
+      }
+    }
+    size_class.borrowed_from = -1;
+  }
   size_class.measured = {-1.0, -1.0, -1.0};
   size_class.ran_in_round = {};
   if (size_class.probing) {

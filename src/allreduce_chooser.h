@@ -22,9 +22,13 @@
 // agree again, so that a changed machine state is followed.
 //
 // The first calls of a size count (a training job reduces each size once per
-// step), so the exploration starts with the candidate most likely to win: the
-// one chosen for the nearest size class already decided, else the caller's
-// order (shared memory, then what the size threshold picks).
+// step), so exploring must be short and start with the likely winner. A class
+// next to one already decided (half or twice its sizes) runs only that
+// class's choice once and borrows the others' estimates from it, scaled by
+// the ratio of the two classes' times for the path that ran; the first probe
+// round measures them. Any other class explores every candidate, starting
+// with the one chosen for the nearest size class already decided, else in
+// the caller's order (shared memory, then what the size threshold picks).
 //
 // Pure logic, used by FusionExecutor on the thread running the collectives.
 #pragma once
@@ -89,6 +93,8 @@ class AllreduceChooser {
     // The paths run in the current exploration or probe round.
     std::array<bool, kAllreducePaths> ran_in_round{};
     bool probing = false;
+    // The adjacent class whose estimates the current round borrows, or -1.
+    int borrowed_from = -1;
     int64_t calls_since_probe = 0;
     int64_t probe_interval = kChooserProbeInterval;
   };
@@ -96,6 +102,9 @@ class AllreduceChooser {
   // The candidate with the smallest agreed estimate, or the first.
   static AllreducePath fastest(const SizeClass& size_class,
                                const std::vector<AllreducePath>& candidates);
+  // The class next to `size_class` that has agreed estimates for every
+  // candidate, or -1.
+  int decided_neighbour(int size_class, const std::vector<AllreducePath>& candidates) const;
   // `candidates` with the nearest decided class's choice first.
   std::vector<AllreducePath> in_likely_order(int size_class,
                                              const std::vector<AllreducePath>& candidates) const;

@@ -2,8 +2,9 @@
 // classes by powers of two, one candidate never measured, each candidate run
 // once in the caller's order with the agreement after the last, the fastest
 // agreed estimate chosen, the others probed ever more rarely, a changed state
-// followed, the running path's estimate smoothed, the nearest decided class's
-// choice explored first, and two ranks fed different timings taking the same
+// followed, the running path's estimate smoothed, a class next to a decided
+// one running its choice once and borrowing the rest, the nearest decided
+// class's choice explored first otherwise, and two ranks fed different timings taking the same
 // decisions once they agree on the maxima.
 #include <algorithm>
 #include <array>
@@ -122,6 +123,34 @@ TEST_CASE("allreduce chooser: a probe that finds another path faster switches to
   expected.push_back(Path::kRecursiveDoubling);     // 37
   expected.insert(expected.end(), 3, Path::kShm);   // 38..40
   CHECK(paths == expected);
+}
+
+TEST_CASE(
+    "allreduce chooser: a class next to a decided one runs its choice once and borrows the rest",
+    "[chooser]") {
+  AllreduceChooser chooser;
+  for (int i = 0; i < 3; ++i) call(chooser, kMiB, {3.0, 1.0, 2.0});  // class 20: the ring
+  // Class 21: the ring once, agreed at once; the others scaled by 1.5 / 1.0.
+  const AllreduceChooser::Choice first = call(chooser, 2 * kMiB, {0.5, 1.5, 0.25});
+  CHECK(first.path == Path::kRing);
+  CHECK(first.agree_after);
+  CHECK(chooser.estimates(2 * kMiB) == Estimates{4.5, 1.5, 3.0});
+  // The ring runs on; the first probe round, 16 calls on, finds recursive
+  // doubling faster here.
+  std::vector<Path> paths;
+  for (int64_t class_call = 2; class_call <= 20; ++class_call) {
+    paths.push_back(call(chooser, 2 * kMiB, {0.5, 1.5, 0.25}).path);
+  }
+  std::vector<Path> expected(15, Path::kRing);   // calls 2..16
+  expected.push_back(Path::kShm);                // 17: probe
+  expected.push_back(Path::kRecursiveDoubling);  // 18: probe, then agree
+  expected.insert(expected.end(), 2, Path::kRecursiveDoubling);
+  CHECK(paths == expected);
+  // Class 19 borrows too; class 18, two away, explores every candidate.
+  CHECK(chooser.choose(kMiB / 2, kAll).path == Path::kRing);
+  CHECK(chooser.choose(kMiB / 4, kAll).path == Path::kRing);
+  CHECK(chooser.choose(kMiB / 4, kAll).path == Path::kShm);
+  CHECK(chooser.choose(kMiB / 4, kAll).path == Path::kRecursiveDoubling);
 }
 
 TEST_CASE("allreduce chooser: a new size class explores the nearest decided class's choice first",
