@@ -15,8 +15,12 @@
 // estimates every rank holds alike: a size class first runs each candidate
 // once (the exploration), in an order every rank computes alike; after the
 // round's last call the ranks exchange what they measured (one small
-// allreduce of the maxima over ranks, which the caller runs when
+// allreduce of the minima over ranks, which the caller runs when
 // Choice::agree_after says so) and all take the same fastest candidate. The
+// minimum, because a rank's time includes its wait for the ranks that
+// started the call later (most in the first calls, whose negotiation reaches
+// the ranks at different times), and the rank that started last waits least.
+// The
 // candidate that runs keeps being timed; every so often (the probe interval,
 // doubling while the choice holds) the others run once each and the ranks
 // agree again, so that a changed machine state is followed.
@@ -76,7 +80,7 @@ class AllreduceChooser {
   // (negative: never measured), for the exchange after a Choice with
   // agree_after.
   std::array<double, kAllreducePaths> estimates(std::size_t bytes) const;
-  // The estimates every rank agreed on (the maxima over ranks of
+  // The estimates every rank agreed on (the minima over ranks of
   // estimates()), after which every rank's decisions for the class agree.
   void agree(std::size_t bytes, const std::array<double, kAllreducePaths>& agreed);
 

@@ -48,12 +48,36 @@ AllreduceChooser::Choice FusionExecutor::choose(std::size_t bytes) {
   return {paths.front()};
 }
 
+Status FusionExecutor::warm_up() {
+  warmed_up_ = true;
+  if (algorithm_ != AllreduceAlgorithmSetting::kAuto || transport_.size() == 1) return Status::ok();
+  // The first run of each algorithm in a process pays once for what later
+  // runs find ready (MPI's first messages between the ranks on the data
+  // communicator, the first touch of the shared control lines): tens of
+  // microseconds, which would decide the first measurements of small sizes.
+  constexpr int64_t kCount = 8;
+  std::array<double, kCount> values{};
+  const ops::ReduceFn sum = ops::make_reduce_fn(DataType::kFloat64, ReduceOp::kSum);
+  for (AllreducePath path : candidates(sizeof(values))) {
+    if (path == AllreducePath::kShm) {
+      HERD_RETURN_IF_ERROR(
+          shm_.group->allreduce(values.data(), values.data(), kCount, sizeof(double), sum));
+    } else {
+      HERD_RETURN_IF_ERROR(collectives::allreduce_with(
+          path == AllreducePath::kRing ? collectives::AllreduceAlgorithm::kRing
+                                       : collectives::AllreduceAlgorithm::kRecursiveDoubling,
+          values.data(), values.data(), kCount, sizeof(double), sum, transport_, options_));
+    }
+  }
+  return Status::ok();
+}
+
 Status FusionExecutor::agree(std::size_t bytes) {
   std::array<double, kAllreducePaths> estimates = chooser_.estimates(bytes);
   HERD_RETURN_IF_ERROR(
       collectives::recursive_doubling_allreduce(
           estimates.data(), static_cast<int64_t>(estimates.size()), sizeof(double),
-          ops::make_reduce_fn(DataType::kFloat64, ReduceOp::kMax), transport_)
+          ops::make_reduce_fn(DataType::kFloat64, ReduceOp::kMin), transport_)
           .with_context(fmt::format("agreeing on the allreduce algorithm for {} bytes: ", bytes)));
   chooser_.agree(bytes, estimates);
   return Status::ok();
@@ -112,6 +136,7 @@ Status FusionExecutor::allreduce(const Response& spec, const std::vector<TensorE
   const ReduceOp reduce_op = average ? ReduceOp::kSum : spec.op;
   const ops::ReduceFn reduce = ops::make_reduce_fn(spec.dtype, reduce_op);
   const std::size_t bytes = static_cast<std::size_t>(total_count) * element_bytes;
+  if (!warmed_up_) HERD_RETURN_IF_ERROR(warm_up());
   const AllreduceChooser::Choice choice = choose(bytes);
   const auto started = std::chrono::steady_clock::now();
   {

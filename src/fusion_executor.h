@@ -80,7 +80,10 @@ class FusionExecutor {
   // The path of the next call on `bytes` bytes, and whether the ranks agree on
   // their measurements after it.
   AllreduceChooser::Choice choose(std::size_t bytes);
-  // Every rank's measurements for the size class of `bytes`, maxima over ranks.
+  // Runs every candidate once on a few bytes, unmeasured, before the first
+  // measured call (auto only).
+  [[nodiscard]] Status warm_up();
+  // Every rank's measurements for the size class of `bytes`, minima over ranks.
   [[nodiscard]] Status agree(std::size_t bytes);
   [[nodiscard]] Status adasum(const Response& spec, const std::vector<TensorEntry*>& entries,
                               Contribution contribution);
@@ -91,6 +94,7 @@ class FusionExecutor {
   int set_id_;
   AllreduceAlgorithmSetting algorithm_;
   AllreduceChooser chooser_;
+  bool warmed_up_ = false;
   std::unique_ptr<uint8_t[]> fusion_buffer_;
   std::size_t fusion_buffer_capacity_ = 0;
 };

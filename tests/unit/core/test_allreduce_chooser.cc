@@ -5,7 +5,7 @@
 // followed, the running path's estimate smoothed, a class next to a decided
 // one running its choice once and borrowing the rest, the nearest decided
 // class's choice explored first otherwise, and two ranks fed different timings taking the same
-// decisions once they agree on the maxima.
+// decisions once they agree on the minima.
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -197,10 +197,10 @@ TEST_CASE("allreduce chooser: ranks timing differently decide alike after agreei
     last[which] = choices[0].path;
     if (!choices[0].agree_after) continue;
     ++agreements;
-    Estimates maxima = ranks[0].estimates(bytes);
+    Estimates minima = ranks[0].estimates(bytes);
     const Estimates other = ranks[1].estimates(bytes);
-    for (std::size_t p = 0; p < maxima.size(); ++p) maxima[p] = std::max(maxima[p], other[p]);
-    for (AllreduceChooser& rank : ranks) rank.agree(bytes, maxima);
+    for (std::size_t p = 0; p < minima.size(); ++p) minima[p] = std::min(minima[p], other[p]);
+    for (AllreduceChooser& rank : ranks) rank.agree(bytes, minima);
   }
   CHECK(agreements > 4 * 5);
   for (int count : switches) CHECK(count > 2);
