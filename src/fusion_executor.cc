@@ -51,14 +51,18 @@ AllreduceChooser::Choice FusionExecutor::choose(std::size_t bytes) {
 Status FusionExecutor::warm_up() {
   warmed_up_ = true;
   if (algorithm_ != AllreduceAlgorithmSetting::kAuto || transport_.size() == 1) return Status::ok();
-  // The first run of each algorithm in a process pays once for what later
+  // The first runs of each algorithm in a process pay once for what later
   // runs find ready (MPI's first messages between the ranks on the data
-  // communicator, the first touch of the shared control lines): tens of
-  // microseconds, which would decide the first measurements of small sizes.
+  // communicator, the first touch of the shared control lines and of both
+  // slots, which calls use in turn): tens of microseconds, which would decide
+  // the first measurements of small sizes.
   constexpr int64_t kCount = 8;
+  constexpr int kRuns = 2;
   std::array<double, kCount> values{};
   const ops::ReduceFn sum = ops::make_reduce_fn(DataType::kFloat64, ReduceOp::kSum);
-  for (AllreducePath path : candidates(sizeof(values))) {
+  std::vector<AllreducePath> paths;
+  for (AllreducePath path : candidates(sizeof(values))) paths.insert(paths.end(), kRuns, path);
+  for (AllreducePath path : paths) {
     if (path == AllreducePath::kShm) {
       HERD_RETURN_IF_ERROR(
           shm_.group->allreduce(values.data(), values.data(), kCount, sizeof(double), sum));
