@@ -245,8 +245,9 @@ const std::array<Setting, 22> kSettings = {{
      &field_value<&Config::ring_segment_bytes>},
     {"HERD_SMALL_ALLREDUCE_BYTES", "auto",
      "Buffers of at most this many bytes use recursive doubling instead of the "
-     "ring; 0 always uses the ring; auto: 64 KiB up to 8 ranks, growing with "
-     "the number of ranks to 4 MiB from 513 on (docs/performance.md).",
+     "ring where HERD_ALLREDUCE_ALGORITHM=shm finds no shared memory for them, "
+     "and try it first under auto; 0: the ring; auto: 64 KiB up to 8 ranks, "
+     "growing with the number of ranks to 4 MiB from 513 on (docs/performance.md).",
      &parse_auto_or_bytes<&Config::small_allreduce_bytes>,
      &field_value<&Config::small_allreduce_bytes>, &auto_or_decimal_text},
     {"HERD_EAGER_PIECE_BYTES", "auto",
@@ -258,9 +259,10 @@ const std::array<Setting, 22> kSettings = {{
      "them.",
      &parse_auto_or_bytes<&Config::eager_piece_bytes>, kMayDiffer},
     {"HERD_SHM_ALLREDUCE_BYTES", "auto",
-     "CPU allreduces of at most this many bytes run through memory shared by "
-     "the ranks instead of over MPI, when every rank of the process set is on "
-     "one machine; 0 never; auto: any size.",
+     "CPU allreduces of at most this many bytes may run through memory shared "
+     "by the ranks instead of over MPI (a candidate of HERD_ALLREDUCE_ALGORITHM), "
+     "when every rank of the process set is on one machine; 0 never; auto: any "
+     "size.",
      &parse_auto_or_bytes<&Config::shm_allreduce_bytes>, &field_value<&Config::shm_allreduce_bytes>,
      &auto_or_decimal_text},
     {"HERD_ALLREDUCE_ALGORITHM", "auto",
