@@ -63,15 +63,16 @@ Status FusionExecutor::warm_up() {
   std::vector<AllreducePath> paths;
   for (AllreducePath path : candidates(sizeof(values))) paths.insert(paths.end(), kRuns, path);
   for (AllreducePath path : paths) {
-    if (path == AllreducePath::kShm) {
-      HERD_RETURN_IF_ERROR(
-          shm_.group->allreduce(values.data(), values.data(), kCount, sizeof(double), sum));
-    } else {
-      HERD_RETURN_IF_ERROR(collectives::allreduce_with(
-          path == AllreducePath::kRing ? collectives::AllreduceAlgorithm::kRing
-                                       : collectives::AllreduceAlgorithm::kRecursiveDoubling,
-          values.data(), values.data(), kCount, sizeof(double), sum, transport_, options_));
-    }
+    const Status warmed =
+        path == AllreducePath::kShm
+            ? shm_.group->allreduce(values.data(), values.data(), kCount, sizeof(double), sum)
+            : collectives::allreduce_with(path == AllreducePath::kRing
+                                              ? collectives::AllreduceAlgorithm::kRing
+                                              : collectives::AllreduceAlgorithm::kRecursiveDoubling,
+                                          values.data(), values.data(), kCount, sizeof(double), sum,
+                                          transport_, options_);
+    HERD_RETURN_IF_ERROR(warmed.with_context(
+        fmt::format("warming up the allreduce algorithms ({}): ", activity_name(path))));
   }
   return Status::ok();
 }

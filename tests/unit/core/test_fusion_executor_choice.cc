@@ -1,7 +1,7 @@
 // FusionExecutor's measured algorithm choice over the in-process transport:
 // exact sums while the choice explores and switches between the ring and
-// recursive doubling, and a failed agreement on the timings failing the call
-// on every rank, naming what was being agreed.
+// recursive doubling, and a failed agreement on the timings or warm-up
+// failing the call on every rank, naming what was being done.
 #include <chrono>
 #include <memory>
 #include <string>
@@ -154,6 +154,27 @@ TEST_CASE("fusion executor: a failed agreement on the timings fails the call on 
   CHECK(second[1].message().find("injected failure") != std::string::npos);
   // The call's own result was complete before the agreement.
   CHECK(sums == std::vector<float>{2.0f, 2.0f});
+}
+
+TEST_CASE("fusion executor: a failed warm-up fails the first call on every rank", "[chooser]") {
+  // Before the first measured call every candidate runs twice on 64 bytes,
+  // recursive doubling first at this size: rank 1's sends of 64 bytes fail.
+  std::vector<Status> first(2);
+  run_ranks(2, std::chrono::milliseconds(500), 64,
+            [&](int rank, collectives::Transport& transport) {
+              FusionExecutor executor(transport, collectives::AllreduceOptions{});
+              std::vector<float> input(1024, 1.0f), output(1024);
+              TensorEntry entry = entry_of(input, output);
+              first[rank] = executor.allreduce(sum_spec(1024), {&entry});
+            });
+  const std::string context =
+      "warming up the allreduce algorithms (RECURSIVE_DOUBLING_ALLREDUCE): ";
+  for (int rank = 0; rank < 2; ++rank) {
+    INFO("rank " << rank << ": " << first[rank].message());
+    REQUIRE_FALSE(first[rank].is_ok());
+    CHECK(first[rank].message().rfind(context, 0) == 0);
+  }
+  CHECK(first[1].message().find("injected failure") != std::string::npos);
 }
 
 }  // namespace
