@@ -58,6 +58,14 @@ int AllreduceChooser::decided_neighbour(int size_class,
   return -1;
 }
 
+AllreducePath AllreduceChooser::preferred(const SizeClass& size_class,
+                                          const std::vector<AllreducePath>& candidates) {
+  for (AllreducePath path : candidates) {
+    if (static_cast<int>(index(path)) == size_class.chosen) return path;
+  }
+  return fastest(size_class, candidates);
+}
+
 std::vector<AllreducePath> AllreduceChooser::in_likely_order(
     int size_class, const std::vector<AllreducePath>& candidates) const {
   std::vector<AllreducePath> ordered = candidates;
@@ -69,7 +77,7 @@ std::vector<AllreducePath> AllreduceChooser::in_likely_order(
         return decided.agreed[index(p)] >= 0;
       });
       if (!measured) continue;
-      const AllreducePath first = fastest(decided, candidates);
+      const AllreducePath first = preferred(decided, candidates);
       std::stable_partition(ordered.begin(), ordered.end(),
                             [first](AllreducePath p) { return p == first; });
       return ordered;
@@ -103,8 +111,10 @@ AllreduceChooser::Choice AllreduceChooser::choose(std::size_t bytes,
                                     [](bool ran) { return ran; });
     const int neighbour = fresh ? decided_neighbour(class_index, candidates) : -1;
     if (neighbour >= 0) {
-      const AllreducePath path = fastest(classes_[static_cast<std::size_t>(neighbour)], candidates);
+      const AllreducePath path =
+          preferred(classes_[static_cast<std::size_t>(neighbour)], candidates);
       size_class.borrowed_from = neighbour;
+      size_class.first_in_round = static_cast<int>(index(path));
       size_class.ran_in_round[index(path)] = true;
       return {path, true};
     }
@@ -112,6 +122,7 @@ AllreduceChooser::Choice AllreduceChooser::choose(std::size_t bytes,
     const AllreducePath* next = next_in_round(size_class, ordered, false, ordered.front());
     if (next != nullptr) {
       const AllreducePath path = *next;
+      if (size_class.first_in_round < 0) size_class.first_in_round = static_cast<int>(index(path));
       size_class.ran_in_round[index(path)] = true;
       return {path, next_in_round(size_class, ordered, false, path) == nullptr};
     }
@@ -119,7 +130,7 @@ AllreduceChooser::Choice AllreduceChooser::choose(std::size_t bytes,
     // set of candidates: run the likeliest meanwhile.
     return {ordered.front(), false};
   }
-  const AllreducePath best = fastest(size_class, candidates);
+  const AllreducePath best = preferred(size_class, candidates);
   if (!size_class.probing && ++size_class.calls_since_probe >= size_class.probe_interval) {
     size_class.probing = true;
     size_class.calls_since_probe = 0;
@@ -162,7 +173,8 @@ void AllreduceChooser::agree(std::size_t bytes, const std::array<double, kAllred
   SizeClass& size_class = classes_[static_cast<std::size_t>(AllreduceChooser::size_class(bytes))];
   const std::vector<AllreducePath> all = {AllreducePath::kShm, AllreducePath::kRing,
                                           AllreducePath::kRecursiveDoubling};
-  const AllreducePath before = fastest(size_class, all);
+  const int before = size_class.chosen;
+  const int incumbent = before >= 0 ? before : size_class.first_in_round;
   size_class.agreed = agreed;
   if (size_class.borrowed_from >= 0) {
     // The path that ran gives the scale; what did not run keeps its place
@@ -181,14 +193,22 @@ void AllreduceChooser::agree(std::size_t bytes, const std::array<double, kAllred
     }
     size_class.borrowed_from = -1;
   }
+  const auto& estimate = size_class.agreed;
+  int chosen = static_cast<int>(index(fastest(size_class, all)));
+  if (incumbent >= 0 && estimate[static_cast<std::size_t>(incumbent)] >= 0 &&
+      estimate[static_cast<std::size_t>(chosen)] * (1 + kChooserSwitchMargin) >=
+          estimate[static_cast<std::size_t>(incumbent)]) {
+    chosen = incumbent;
+  }
+  size_class.chosen = chosen;
+  size_class.first_in_round = -1;
   size_class.measured = {-1.0, -1.0, -1.0};
   size_class.ran_in_round = {};
   if (size_class.probing) {
     size_class.probing = false;
     size_class.probe_interval =
-        fastest(size_class, all) == before
-            ? std::min(2 * size_class.probe_interval, kMaxChooserProbeInterval)
-            : kChooserProbeInterval;
+        chosen == before ? std::min(2 * size_class.probe_interval, kMaxChooserProbeInterval)
+                         : kChooserProbeInterval;
   }
 }
 

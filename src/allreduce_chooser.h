@@ -60,6 +60,11 @@ const char* activity_name(AllreducePath path);
 // starts again from here.
 constexpr int64_t kChooserProbeInterval = 16;
 constexpr int64_t kMaxChooserProbeInterval = 256;
+// A candidate replaces the chosen one (or, at the end of an exploration, the
+// one explored first) only when its agreed estimate is faster by more than
+// this fraction, so that noise between near-equal candidates does not flip
+// the choice back and forth.
+constexpr double kChooserSwitchMargin = 0.1;
 
 class AllreduceChooser {
  public:
@@ -99,6 +104,10 @@ class AllreduceChooser {
     bool probing = false;
     // The adjacent class whose estimates the current round borrows, or -1.
     int borrowed_from = -1;
+    // The path chosen at the last agreement, and the first one run in the
+    // current exploration; -1: none.
+    int chosen = -1;
+    int first_in_round = -1;
     int64_t calls_since_probe = 0;
     int64_t probe_interval = kChooserProbeInterval;
   };
@@ -106,6 +115,9 @@ class AllreduceChooser {
   // The candidate with the smallest agreed estimate, or the first.
   static AllreducePath fastest(const SizeClass& size_class,
                                const std::vector<AllreducePath>& candidates);
+  // The chosen path where it is a candidate, else the fastest.
+  static AllreducePath preferred(const SizeClass& size_class,
+                                 const std::vector<AllreducePath>& candidates);
   // The class next to `size_class` that has agreed estimates for every
   // candidate, or -1.
   int decided_neighbour(int size_class, const std::vector<AllreducePath>& candidates) const;

@@ -1,11 +1,13 @@
 // AllreduceChooser (src/allreduce_chooser.h) with injected timings: size
 // classes by powers of two, one candidate never measured, each candidate run
 // once in the caller's order with the agreement after the last, the fastest
-// agreed estimate chosen, the others probed ever more rarely, a changed state
-// followed, the running path's estimate smoothed, a class next to a decided
-// one running its choice once and borrowing the rest, the nearest decided
-// class's choice explored first otherwise, and two ranks fed different timings taking the same
+// agreed estimate chosen unless the incumbent is within the margin, the
+// others probed ever more rarely, a changed state followed, the running
+// path's estimate smoothed, a class next to a decided one running its choice
+// once and borrowing the rest, the nearest decided class's choice explored
+// first otherwise, and two ranks fed different timings taking the same
 // decisions once they agree on the minima.
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -94,6 +96,29 @@ TEST_CASE("allreduce chooser: explores in order, takes the fastest, probes ever 
     }
   }
   CHECK(probes == std::vector<int64_t>{19, 52, 117, 246, 503, 760, 1017});
+}
+
+TEST_CASE("allreduce chooser: another path must be faster by the margin to replace the choice",
+          "[chooser]") {
+  AllreduceChooser chooser;
+  // Explored first, shared memory stays within 10 % of the ring's 1.0.
+  for (int i = 0; i < 3; ++i) call(chooser, kMiB, {1.1, 1.0, 2.0});
+  CHECK(call(chooser, kMiB, {1.0, 0.95, 2.0}).path == Path::kShm);  // call 4
+  // Beyond the margin, the ring wins.
+  AllreduceChooser other;
+  for (int i = 0; i < 3; ++i) call(other, kMiB, {1.125, 1.0, 2.0});
+  CHECK(other.choose(kMiB, kAll).path == Path::kRing);
+  // A probe must beat the running choice by the margin too: shared memory
+  // keeps running at 1.0 while the probes measure 0.95 and 2.0.
+  std::vector<Path> paths;
+  for (int64_t class_call = 5; class_call <= 22; ++class_call) {
+    paths.push_back(call(chooser, kMiB, {1.0, 0.95, 2.0}).path);
+  }
+  std::vector<Path> expected(14, Path::kShm);    // calls 5..18
+  expected.push_back(Path::kRing);               // 19: probe
+  expected.push_back(Path::kRecursiveDoubling);  // 20: probe, then agree
+  expected.insert(expected.end(), 2, Path::kShm);
+  CHECK(paths == expected);
 }
 
 TEST_CASE("allreduce chooser: the running path's estimate follows its calls", "[chooser]") {
