@@ -57,8 +57,15 @@ void copy_and_finish(const void* input, void* output, int64_t count, std::size_t
 Status allreduce(const void* input, void* output, int64_t count, std::size_t element_size,
                  const ops::ReduceFn& reduce, Transport& transport, const AllreduceOptions& options,
                  const FinishFn& finish) {
-  const std::size_t bytes = byte_size(count, element_size);
-  switch (choose_allreduce_algorithm(bytes, transport.size(), options)) {
+  return allreduce_with(
+      choose_allreduce_algorithm(byte_size(count, element_size), transport.size(), options), input,
+      output, count, element_size, reduce, transport, options, finish);
+}
+
+Status allreduce_with(AllreduceAlgorithm algorithm, const void* input, void* output, int64_t count,
+                      std::size_t element_size, const ops::ReduceFn& reduce, Transport& transport,
+                      const AllreduceOptions& options, const FinishFn& finish) {
+  switch (algorithm) {
     case AllreduceAlgorithm::kRecursiveDoubling: {
       HERD_RETURN_IF_ERROR(
           recursive_doubling_allreduce(input, output, count, element_size, reduce, transport));

@@ -95,6 +95,13 @@ using FinishFn = std::function<void(void* data, int64_t count)>;
                                const ops::ReduceFn& reduce, Transport& transport,
                                const AllreduceOptions& options = {});
 
+// allreduce() with `algorithm` instead of the one the size threshold picks
+// (the runtime chooses it by measurement; every rank must pass the same).
+[[nodiscard]] Status allreduce_with(AllreduceAlgorithm algorithm, const void* input, void* output,
+                                    int64_t count, std::size_t element_size,
+                                    const ops::ReduceFn& reduce, Transport& transport,
+                                    const AllreduceOptions& options, const FinishFn& finish = {});
+
 [[nodiscard]] Status ring_allreduce(const void* input, void* output, int64_t count,
                                     std::size_t element_size, const ops::ReduceFn& reduce,
                                     Transport& transport, std::size_t segment_bytes,

@@ -94,7 +94,7 @@ BackgroundLoop::BackgroundLoop(const Config& config, TensorQueue& queue, Control
       stall_shutdown_(seconds_setting(config.stall_shutdown_seconds)),
       queue_(queue),
       control_(control),
-      executor_(transport, allreduce_options(config), shm, set_id),
+      executor_(transport, allreduce_options(config), shm, set_id, config.allreduce_algorithm),
       collective_executor_(transport, executor_,
                            static_cast<std::size_t>(config.ring_segment_bytes), global_ranks_,
                            set_id),

@@ -121,6 +121,16 @@ std::string gpu_allreduce_text(int64_t value) {
   return fmt::format("GpuAllreduce({})", value);
 }
 
+std::string allreduce_algorithm_text(int64_t value) {
+  switch (static_cast<AllreduceAlgorithmSetting>(value)) {
+    case AllreduceAlgorithmSetting::kAuto: return "auto";
+    case AllreduceAlgorithmSetting::kShm: return "shm";
+    case AllreduceAlgorithmSetting::kRing: return "ring";
+    case AllreduceAlgorithmSetting::kRecursiveDoubling: return "recursive_doubling";
+  }
+  return fmt::format("AllreduceAlgorithmSetting({})", value);
+}
+
 struct Setting {
   const char* variable;
   const char* default_text;  // must parse to the Config member's initializer
@@ -235,8 +245,9 @@ const std::array<Setting, 22> kSettings = {{
      &field_value<&Config::ring_segment_bytes>},
     {"HERD_SMALL_ALLREDUCE_BYTES", "auto",
      "Buffers of at most this many bytes use recursive doubling instead of the "
-     "ring; 0 always uses the ring; auto: 64 KiB up to 8 ranks, growing with "
-     "the number of ranks to 4 MiB from 513 on (docs/performance.md).",
+     "ring where HERD_ALLREDUCE_ALGORITHM=shm finds no shared memory for them, "
+     "and try it first under auto; 0: the ring; auto: 64 KiB up to 8 ranks, "
+     "growing with the number of ranks to 4 MiB from 513 on (docs/performance.md).",
      &parse_auto_or_bytes<&Config::small_allreduce_bytes>,
      &field_value<&Config::small_allreduce_bytes>, &auto_or_decimal_text},
     {"HERD_EAGER_PIECE_BYTES", "auto",
@@ -248,9 +259,10 @@ const std::array<Setting, 22> kSettings = {{
      "them.",
      &parse_auto_or_bytes<&Config::eager_piece_bytes>, kMayDiffer},
     {"HERD_SHM_ALLREDUCE_BYTES", "auto",
-     "CPU allreduces of at most this many bytes run through memory shared by "
-     "the ranks instead of over MPI, when every rank of the process set is on "
-     "one machine; 0 never; auto: any size.",
+     "CPU allreduces of at most this many bytes may run through memory shared "
+     "by the ranks instead of over MPI (a candidate of HERD_ALLREDUCE_ALGORITHM), "
+     "when every rank of the process set is on one machine; 0 never; auto: any "
+     "size.",
      &parse_auto_or_bytes<&Config::shm_allreduce_bytes>, &field_value<&Config::shm_allreduce_bytes>,
      &auto_or_decimal_text},
     {"HERD_SHM_SINGLE_COPY", "auto",
@@ -275,6 +287,27 @@ const std::array<Setting, 22> kSettings = {{
        return Status::ok();
      },
      kMayDiffer},
+    {"HERD_ALLREDUCE_ALGORITHM", "auto",
+     "The algorithm of CPU allreduces: auto measures the candidates (shared "
+     "memory where it serves the size, the ring, recursive doubling) on the "
+     "first calls of each size class, every rank then running the fastest "
+     "and trying the others again now and then; shm, ring or "
+     "recursive_doubling fixes it (shm falls back to the size threshold where "
+     "shared memory does not serve the size). Any letter case.",
+     [](const char* variable, std::string_view text, Config* config) {
+       const std::string lower = lowercase(text);
+       for (auto value :
+            {AllreduceAlgorithmSetting::kAuto, AllreduceAlgorithmSetting::kShm,
+             AllreduceAlgorithmSetting::kRing, AllreduceAlgorithmSetting::kRecursiveDoubling}) {
+         if (lower == allreduce_algorithm_text(static_cast<int64_t>(value))) {
+           config->allreduce_algorithm = value;
+           return Status::ok();
+         }
+       }
+       return bad_value(variable, text, "auto, shm, ring or recursive_doubling");
+     },
+     [](const Config& config) { return static_cast<int64_t>(config.allreduce_algorithm); },
+     &allreduce_algorithm_text},
     {"HERD_STALL_CHECK_TIME", "60",
      "Seconds a tensor may wait for other ranks before herd logs a warning "
      "naming it and the ranks that have not submitted it; 0 turns the check off.",

@@ -39,6 +39,15 @@ enum class ShmSingleCopy {
   kOff,
 };
 
+// Which algorithm a CPU allreduce runs (HERD_ALLREDUCE_ALGORITHM): chosen by
+// measurement per size class (src/allreduce_chooser.h), or fixed.
+enum class AllreduceAlgorithmSetting {
+  kAuto,
+  kShm,  // where the shared-memory group serves the size; else by the size threshold
+  kRing,
+  kRecursiveDoubling,
+};
+
 struct Config {
   // HERD_FUSION_THRESHOLD: most bytes packed into one fusion buffer; 0 turns
   // fusion off (every tensor is reduced on its own).
@@ -58,7 +67,8 @@ struct Config {
   // HERD_RING_SEGMENT_BYTES: size of one ring segment.
   int64_t ring_segment_bytes = 1 << 20;
   // HERD_SMALL_ALLREDUCE_BYTES: buffers up to this size use recursive
-  // doubling instead of the ring; 0 always uses the ring.
+  // doubling instead of the ring under a fixed shm where shared memory does
+  // not serve them, and try it first under auto; 0: the ring.
   // -1 (the variable's "auto"): collectives::small_allreduce_threshold(p).
   int64_t small_allreduce_bytes = -1;
   // HERD_EAGER_PIECE_BYTES: messages of up to two such pieces are cut into
@@ -66,13 +76,15 @@ struct Config {
   // never cuts; -1 (the variable's "auto"): from MPI's shared-memory eager
   // limit when the process set is on one machine (eager_limit.h).
   int64_t eager_piece_bytes = -1;
-  // HERD_SHM_ALLREDUCE_BYTES: CPU allreduces of at most this many bytes run
-  // through shared memory when the process set is on one machine
+  // HERD_SHM_ALLREDUCE_BYTES: CPU allreduces of at most this many bytes may
+  // run through shared memory when the process set is on one machine
   // (collectives/shm/shm_allreduce.h); 0 never; -1 (the variable's "auto"):
   // any size.
   int64_t shm_allreduce_bytes = -1;
   // HERD_SHM_SINGLE_COPY: auto, on or off; see ShmSingleCopy.
   ShmSingleCopy shm_single_copy = ShmSingleCopy::kAuto;
+  // HERD_ALLREDUCE_ALGORITHM.
+  AllreduceAlgorithmSetting allreduce_algorithm = AllreduceAlgorithmSetting::kAuto;
   // HERD_STALL_CHECK_TIME: seconds a tensor may wait for other ranks before
   // herd logs a warning naming it and the ranks it waits for; 0 disables.
   // Also how long a shared-memory allreduce waits for a rank before failing.

@@ -1,8 +1,11 @@
 #include "src/fusion_executor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <functional>
+
+#include <fmt/format.h>
 
 #include "collectives/adasum.h"
 #include "ops/reduce.h"
@@ -18,8 +21,74 @@ collectives::AllreduceOptions allreduce_options(const Config& config) {
 }
 
 FusionExecutor::FusionExecutor(collectives::Transport& transport,
-                               collectives::AllreduceOptions options, ShmPath shm, int set_id)
-    : transport_(transport), options_(options), shm_(shm), set_id_(set_id) {}
+                               collectives::AllreduceOptions options, ShmPath shm, int set_id,
+                               AllreduceAlgorithmSetting algorithm)
+    : transport_(transport), options_(options), shm_(shm), set_id_(set_id), algorithm_(algorithm) {}
+
+std::vector<AllreducePath> FusionExecutor::candidates(std::size_t bytes) const {
+  const bool ring_first =
+      collectives::choose_allreduce_algorithm(bytes, transport_.size(), options_) ==
+      collectives::AllreduceAlgorithm::kRing;
+  std::vector<AllreducePath> paths;
+  if (shm_.group != nullptr && bytes <= shm_.max_bytes) paths.push_back(AllreducePath::kShm);
+  // On one rank every path is a copy: the transport's, which needs no group.
+  if (transport_.size() == 1) return {paths.empty() ? AllreducePath::kRing : paths.front()};
+  paths.push_back(ring_first ? AllreducePath::kRing : AllreducePath::kRecursiveDoubling);
+  paths.push_back(ring_first ? AllreducePath::kRecursiveDoubling : AllreducePath::kRing);
+  return paths;
+}
+
+AllreduceChooser::Choice FusionExecutor::choose(std::size_t bytes) {
+  const std::vector<AllreducePath> paths = candidates(bytes);
+  switch (algorithm_) {
+    case AllreduceAlgorithmSetting::kAuto: return chooser_.choose(bytes, paths);
+    case AllreduceAlgorithmSetting::kShm: return {paths.front()};
+    case AllreduceAlgorithmSetting::kRing: return {AllreducePath::kRing};
+    case AllreduceAlgorithmSetting::kRecursiveDoubling:
+      return {transport_.size() == 1 ? AllreducePath::kRing : AllreducePath::kRecursiveDoubling};
+  }
+  return {paths.front()};
+}
+
+Status FusionExecutor::warm_up() {
+  warmed_up_ = true;
+  if (algorithm_ != AllreduceAlgorithmSetting::kAuto || transport_.size() == 1) return Status::ok();
+  // The first runs of each algorithm in a process pay once for what later
+  // runs find ready (MPI's first messages between the ranks on the data
+  // communicator, the first touch of the shared control lines and of both
+  // slots, which calls use in turn): tens of microseconds, which would decide
+  // the first measurements of small sizes.
+  constexpr int64_t kCount = 8;
+  constexpr int kRuns = 2;
+  std::array<double, kCount> values{};
+  const ops::ReduceFn sum = ops::make_reduce_fn(DataType::kFloat64, ReduceOp::kSum);
+  std::vector<AllreducePath> paths;
+  for (AllreducePath path : candidates(sizeof(values))) paths.insert(paths.end(), kRuns, path);
+  for (AllreducePath path : paths) {
+    const Status warmed =
+        path == AllreducePath::kShm
+            ? shm_.group->allreduce(values.data(), values.data(), kCount, sizeof(double), sum)
+            : collectives::allreduce_with(path == AllreducePath::kRing
+                                              ? collectives::AllreduceAlgorithm::kRing
+                                              : collectives::AllreduceAlgorithm::kRecursiveDoubling,
+                                          values.data(), values.data(), kCount, sizeof(double), sum,
+                                          transport_, options_);
+    HERD_RETURN_IF_ERROR(warmed.with_context(
+        fmt::format("warming up the allreduce algorithms ({}): ", activity_name(path))));
+  }
+  return Status::ok();
+}
+
+Status FusionExecutor::agree(std::size_t bytes) {
+  std::array<double, kAllreducePaths> estimates = chooser_.estimates(bytes);
+  HERD_RETURN_IF_ERROR(
+      collectives::recursive_doubling_allreduce(
+          estimates.data(), static_cast<int64_t>(estimates.size()), sizeof(double),
+          ops::make_reduce_fn(DataType::kFloat64, ReduceOp::kMin), transport_)
+          .with_context(fmt::format("agreeing on the allreduce algorithm for {} bytes: ", bytes)));
+  chooser_.agree(bytes, estimates);
+  return Status::ok();
+}
 
 uint8_t* FusionExecutor::fusion_buffer(std::size_t bytes) {
   if (bytes > fusion_buffer_capacity_) {
@@ -86,22 +155,35 @@ Status FusionExecutor::allreduce(const Response& spec, const std::vector<TensorE
   const ReduceOp reduce_op = average ? ReduceOp::kSum : spec.op;
   const ops::ReduceFn reduce = ops::make_reduce_fn(spec.dtype, reduce_op);
   const std::size_t bytes = static_cast<std::size_t>(total_count) * element_bytes;
-  if (shm_.group != nullptr && bytes <= shm_.max_bytes) {
-    // The fusion buffer is unpacked right after: its result must stay in the
-    // cache, whatever follows in the cycle.
-    const std::size_t later = entries.size() > 1 && !contiguous_in_place ? 0 : later_bytes;
-    TimelineActivity reduction(entries, set_id_, "SHM_ALLREDUCE");
-    HERD_RETURN_IF_ERROR(
-        shm_.group->allreduce(input, buffer, total_count, element_bytes, reduce, finish, later));
-  } else {
-    TimelineActivity reduction(
-        entries, set_id_,
-        collectives::choose_allreduce_algorithm(bytes, transport_.size(), options_) ==
-                collectives::AllreduceAlgorithm::kRing
-            ? "RING_ALLREDUCE"
-            : "RECURSIVE_DOUBLING_ALLREDUCE");
-    HERD_RETURN_IF_ERROR(collectives::allreduce(input, buffer, total_count, element_bytes, reduce,
-                                                transport_, options_, finish));
+  if (!warmed_up_) HERD_RETURN_IF_ERROR(warm_up());
+  const AllreduceChooser::Choice choice = choose(bytes);
+  const auto started = std::chrono::steady_clock::now();
+  {
+    TimelineActivity reduction(entries, set_id_, activity_name(choice.path));
+    switch (choice.path) {
+      case AllreducePath::kShm: {
+        // The fusion buffer is unpacked right after: its result must stay in
+        // the cache, whatever follows in the cycle.
+        const std::size_t later = entries.size() > 1 && !contiguous_in_place ? 0 : later_bytes;
+        HERD_RETURN_IF_ERROR(shm_.group->allreduce(input, buffer, total_count, element_bytes,
+                                                   reduce, finish, later));
+        break;
+      }
+      case AllreducePath::kRing:
+      case AllreducePath::kRecursiveDoubling:
+        HERD_RETURN_IF_ERROR(collectives::allreduce_with(
+            choice.path == AllreducePath::kRing
+                ? collectives::AllreduceAlgorithm::kRing
+                : collectives::AllreduceAlgorithm::kRecursiveDoubling,
+            input, buffer, total_count, element_bytes, reduce, transport_, options_, finish));
+        break;
+    }
+  }
+  if (algorithm_ == AllreduceAlgorithmSetting::kAuto) {
+    chooser_.record(
+        bytes, choice.path,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+    if (choice.agree_after) HERD_RETURN_IF_ERROR(agree(bytes));
   }
 
   if (entries.size() > 1 && !contiguous_in_place) unpack(entries, buffer);

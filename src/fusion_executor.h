@@ -21,6 +21,7 @@
 #include "collectives/shm/shm_allreduce.h"
 #include "collectives/transport.h"
 #include "common/status.h"
+#include "src/allreduce_chooser.h"
 #include "src/config.h"
 #include "src/message.h"
 #include "src/tensor_queue.h"
@@ -48,9 +49,12 @@ struct ShmPath {
 
 class FusionExecutor {
  public:
-  // `set_id`: the process set's thread in the timeline.
+  // `set_id`: the process set's thread in the timeline. `algorithm`
+  // (HERD_ALLREDUCE_ALGORITHM): kAuto chooses by measurement
+  // (src/allreduce_chooser.h).
   FusionExecutor(collectives::Transport& transport, collectives::AllreduceOptions options,
-                 ShmPath shm = {}, int set_id = 0);
+                 ShmPath shm = {}, int set_id = 0,
+                 AllreduceAlgorithmSetting algorithm = AllreduceAlgorithmSetting::kAuto);
 
   // Reduces every entry's input into its output as `spec` (dtype, op, scales)
   // says: output = postscale * reduce_op over ranks of (prescale * input),
@@ -74,6 +78,16 @@ class FusionExecutor {
   // Whether the group has several entries, each reduced in place on one
   // device, that in order of address each start where the one before ends.
   static bool in_place_and_contiguous(const std::vector<TensorEntry*>& entries);
+  // The paths a call on `bytes` bytes may take, the likelier winner first.
+  std::vector<AllreducePath> candidates(std::size_t bytes) const;
+  // The path of the next call on `bytes` bytes, and whether the ranks agree on
+  // their measurements after it.
+  AllreduceChooser::Choice choose(std::size_t bytes);
+  // Runs every candidate once on a few bytes, unmeasured, before the first
+  // measured call (auto only).
+  [[nodiscard]] Status warm_up();
+  // Every rank's measurements for the size class of `bytes`, minima over ranks.
+  [[nodiscard]] Status agree(std::size_t bytes);
   [[nodiscard]] Status adasum(const Response& spec, const std::vector<TensorEntry*>& entries,
                               Contribution contribution);
 
@@ -81,6 +95,9 @@ class FusionExecutor {
   collectives::AllreduceOptions options_;
   ShmPath shm_;
   int set_id_;
+  AllreduceAlgorithmSetting algorithm_;
+  AllreduceChooser chooser_;
+  bool warmed_up_ = false;
   std::unique_ptr<uint8_t[]> fusion_buffer_;
   std::size_t fusion_buffer_capacity_ = 0;
 };

@@ -14,7 +14,7 @@
 // holds the identity. ctest runs it at 3 and 4 ranks with the shared-memory path, without
 // it (HERD_SHM_ALLREDUCE_BYTES=0), without fusion (HERD_FUSION_THRESHOLD=0),
 // with small fusion buffers, and with the ring alone
-// (HERD_SMALL_ALLREDUCE_BYTES=0).
+// (HERD_ALLREDUCE_ALGORITHM=ring).
 #include <mpi.h>
 
 #include <algorithm>

@@ -21,7 +21,7 @@
 // "failed_init <path>": HERD_TIMELINE=<path> opens, then HERD_NUM_SERVERS=2 (no
 // worker left) fails init, and the file must be finished (valid JSON). An optional
 // "algorithms <small> <large>" names the allreduce algorithm expected for a
-// 12-byte and a 128 KiB tensor (ctest sets HERD_SHM_ALLREDUCE_BYTES=0 there).
+// 12-byte and a 128 KiB tensor (ctest fixes HERD_ALLREDUCE_ALGORITHM there).
 #include <mpi.h>
 #include <unistd.h>
 

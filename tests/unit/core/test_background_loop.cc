@@ -245,6 +245,9 @@ TEST_CASE("background loop: tensors agreed in one cycle are fused into one allre
     WorldOptions options;
     options.size = p;
     if (!fusion) options.config.fusion_threshold_bytes = 0;
+    // One algorithm throughout: a measured choice would explore others, whose
+    // message counts differ.
+    options.config.allreduce_algorithm = AllreduceAlgorithmSetting::kRecursiveDoubling;
     LoopWorld world(options);
     std::vector<std::vector<std::vector<float>>> data(p);
     std::vector<std::vector<std::shared_ptr<HandleState>>> handles(p);

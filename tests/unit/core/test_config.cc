@@ -40,6 +40,7 @@ std::set<std::string> differing_fields(const Config& a, const Config& b) {
   if (a.small_allreduce_bytes != b.small_allreduce_bytes) fields.insert("small_allreduce_bytes");
   if (a.eager_piece_bytes != b.eager_piece_bytes) fields.insert("eager_piece_bytes");
   if (a.shm_allreduce_bytes != b.shm_allreduce_bytes) fields.insert("shm_allreduce_bytes");
+  if (a.allreduce_algorithm != b.allreduce_algorithm) fields.insert("allreduce_algorithm");
   if (a.stall_check_seconds != b.stall_check_seconds) fields.insert("stall_check_seconds");
   if (a.stall_shutdown_seconds != b.stall_shutdown_seconds) {
     fields.insert("stall_shutdown_seconds");
@@ -72,6 +73,7 @@ const std::set<std::string> kAllFields = {"fusion_threshold_bytes",
                                           "eager_piece_bytes",
                                           "shm_allreduce_bytes",
                                           "shm_single_copy",
+                                          "allreduce_algorithm",
                                           "stall_check_seconds",
                                           "stall_shutdown_seconds",
                                           "collective_timeout_seconds",
@@ -250,6 +252,25 @@ TEST_CASE("config: HERD_SHM_SINGLE_COPY is auto, on or off in any letter case", 
     REQUIRE_FALSE(status.is_ok());
     CHECK_THAT(status.message(),
                Catch::Contains("HERD_SHM_SINGLE_COPY") && Catch::Contains("auto, on or off"));
+  }
+}
+
+TEST_CASE("config: HERD_ALLREDUCE_ALGORITHM", "[config]") {
+  Config config;
+  for (const auto& [text, value] : std::vector<std::pair<std::string, AllreduceAlgorithmSetting>>{
+           {"auto", AllreduceAlgorithmSetting::kAuto},
+           {"shm", AllreduceAlgorithmSetting::kShm},
+           {"RING", AllreduceAlgorithmSetting::kRing},
+           {"Recursive_Doubling", AllreduceAlgorithmSetting::kRecursiveDoubling}}) {
+    INFO(text);
+    REQUIRE(read({{"HERD_ALLREDUCE_ALGORITHM", text}}, &config).is_ok());
+    CHECK(config.allreduce_algorithm == value);
+  }
+  for (const std::string bad : {"rd", "recursive-doubling", "ring ", "mpi"}) {
+    INFO(bad);
+    const Status status = read({{"HERD_ALLREDUCE_ALGORITHM", bad}}, &config);
+    CHECK(status.message() ==
+          "HERD_ALLREDUCE_ALGORITHM='" + bad + "': expected auto, shm, ring or recursive_doubling");
   }
 }
 
@@ -731,6 +752,7 @@ TEST_CASE("config: setting_docs covers every field exactly once", "[config]") {
                                                           {"HERD_SHM_ALLREDUCE_BYTES", "0"},
                                                           {"HERD_STALL_SHUTDOWN_TIME", "7.5"},
                                                           {"HERD_SHM_SINGLE_COPY", "off"},
+                                                          {"HERD_ALLREDUCE_ALGORITHM", "ring"},
                                                           {"HERD_COLLECTIVE_TIMEOUT", "4"},
                                                           {"HERD_NUM_SERVERS", "2"},
                                                           {"HERD_KVSTORE_BIGARRAY_BOUND", "10"},
@@ -765,11 +787,18 @@ TEST_CASE("config: setting_docs covers every field exactly once", "[config]") {
 
 TEST_CASE("config: the settings compared across ranks", "[config]") {
   // Those that decide message layouts, fusion groups or the algorithm.
-  const std::vector<std::string> compared = {
-      "HERD_FUSION_THRESHOLD",   "HERD_FUSION_MAX_TENSOR_BYTES", "HERD_CACHE_CAPACITY",
-      "HERD_RING_SEGMENT_BYTES", "HERD_SMALL_ALLREDUCE_BYTES",   "HERD_SHM_ALLREDUCE_BYTES",
-      "HERD_GPU_ALLREDUCE",      "HERD_HIERARCHICAL_ALLREDUCE",  "HERD_GPU_STAGING_BYTES",
-      "HERD_NUM_SERVERS",        "HERD_KVSTORE_BIGARRAY_BOUND"};
+  const std::vector<std::string> compared = {"HERD_FUSION_THRESHOLD",
+                                             "HERD_FUSION_MAX_TENSOR_BYTES",
+                                             "HERD_CACHE_CAPACITY",
+                                             "HERD_RING_SEGMENT_BYTES",
+                                             "HERD_SMALL_ALLREDUCE_BYTES",
+                                             "HERD_SHM_ALLREDUCE_BYTES",
+                                             "HERD_ALLREDUCE_ALGORITHM",
+                                             "HERD_GPU_ALLREDUCE",
+                                             "HERD_HIERARCHICAL_ALLREDUCE",
+                                             "HERD_GPU_STAGING_BYTES",
+                                             "HERD_NUM_SERVERS",
+                                             "HERD_KVSTORE_BIGARRAY_BOUND"};
   std::vector<std::string> marked;
   for (const SettingDoc& doc : setting_docs()) {
     if (doc.compared_across_ranks) marked.push_back(doc.variable);
@@ -783,6 +812,7 @@ TEST_CASE("config: the settings compared across ranks", "[config]") {
                 {"HERD_RING_SEGMENT_BYTES", "14"},
                 {"HERD_SMALL_ALLREDUCE_BYTES", "auto"},
                 {"HERD_SHM_ALLREDUCE_BYTES", "16"},
+                {"HERD_ALLREDUCE_ALGORITHM", "recursive_doubling"},
                 {"HERD_GPU_ALLREDUCE", "MPI"},
                 {"HERD_HIERARCHICAL_ALLREDUCE", "1"},
                 {"HERD_GPU_STAGING_BYTES", "19"},
@@ -790,7 +820,7 @@ TEST_CASE("config: the settings compared across ranks", "[config]") {
                 {"HERD_KVSTORE_BIGARRAY_BOUND", "21"}},
                &config)
               .is_ok());
-  const std::vector<int64_t> values = {11, 12, 13, 14, -1, 16, 1, 1, 19, 20, 21};
+  const std::vector<int64_t> values = {11, 12, 13, 14, -1, 16, 3, 1, 1, 19, 20, 21};
   const std::vector<AgreedSetting> agreed = settings_that_must_agree(config);
   REQUIRE(agreed.size() == compared.size());
   for (std::size_t i = 0; i < agreed.size(); ++i) {
@@ -800,8 +830,8 @@ TEST_CASE("config: the settings compared across ranks", "[config]") {
   }
   config.gpu_allreduce = GpuAllreduce::kNccl;
   config.hierarchical_allreduce = false;
-  CHECK(settings_that_must_agree(config)[6].value == 0);
   CHECK(settings_that_must_agree(config)[7].value == 0);
+  CHECK(settings_that_must_agree(config)[8].value == 0);
 }
 
 TEST_CASE("config: compared values print as the variables spell them", "[config]") {
@@ -813,6 +843,12 @@ TEST_CASE("config: compared values print as the variables spell them", "[config]
       {"HERD_RING_SEGMENT_BYTES", {{1, "1"}}},
       {"HERD_SMALL_ALLREDUCE_BYTES", {{-1, "auto"}, {0, "0"}, {65536, "65536"}}},
       {"HERD_SHM_ALLREDUCE_BYTES", {{-1, "auto"}, {4096, "4096"}}},
+      {"HERD_ALLREDUCE_ALGORITHM",
+       {{static_cast<int64_t>(AllreduceAlgorithmSetting::kAuto), "auto"},
+        {static_cast<int64_t>(AllreduceAlgorithmSetting::kShm), "shm"},
+        {static_cast<int64_t>(AllreduceAlgorithmSetting::kRing), "ring"},
+        {static_cast<int64_t>(AllreduceAlgorithmSetting::kRecursiveDoubling),
+         "recursive_doubling"}}},
       {"HERD_GPU_ALLREDUCE",
        {{static_cast<int64_t>(GpuAllreduce::kNccl), "NCCL"},
         {static_cast<int64_t>(GpuAllreduce::kMpi), "MPI"}}},
