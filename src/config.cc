@@ -181,7 +181,7 @@ int64_t field_value(const Config& config) {
 // ranks that disagreed would hang on. HERD_PROCESS_SETS must agree too but
 // is compared list by list when the sets are made; HERD_EAGER_PIECE_BYTES
 // may differ because the ranks take the smallest value.
-const std::array<Setting, 22> kSettings = {{
+const std::array<Setting, 23> kSettings = {{
     {"HERD_FUSION_THRESHOLD", "4194304",
      "Most bytes packed into one fusion buffer; 0 turns fusion off, so every "
      "tensor is reduced on its own.",
