@@ -287,7 +287,7 @@ const std::array<Setting, 23> kSettings = {{
        return Status::ok();
      },
      kMayDiffer},
-    {"HERD_ALLREDUCE_ALGORITHM", "auto",
+    {"HERD_ALLREDUCE_ALGORITHM", "shm",
      "The algorithm of CPU allreduces: auto measures the candidates (shared "
      "memory where it serves the size, the ring, recursive doubling) on the "
      "first calls of each size class, every rank then running the fastest "

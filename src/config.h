@@ -84,7 +84,7 @@ struct Config {
   // HERD_SHM_SINGLE_COPY: auto, on or off; see ShmSingleCopy.
   ShmSingleCopy shm_single_copy = ShmSingleCopy::kAuto;
   // HERD_ALLREDUCE_ALGORITHM.
-  AllreduceAlgorithmSetting allreduce_algorithm = AllreduceAlgorithmSetting::kAuto;
+  AllreduceAlgorithmSetting allreduce_algorithm = AllreduceAlgorithmSetting::kShm;
   // HERD_STALL_CHECK_TIME: seconds a tensor may wait for other ranks before
   // herd logs a warning naming it and the ranks it waits for; 0 disables.
   // Also how long a shared-memory allreduce waits for a rank before failing.
