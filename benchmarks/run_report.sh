@@ -6,6 +6,8 @@
 # RUNS (default 5) repetitions, in turn, of:
 #   - herd-bench allreduce 4 KiB .. 256 MiB (x4) at 2 and at 4 ranks;
 #   - herd-bench step --model resnet50 at 2 and at 4 ranks;
+#   - herd-bench allreduce 4 KiB .. 1 MiB (x16) with no warm-up and 9 calls at
+#     2 and at 4 ranks (the first calls of a size);
 #   - herd-bench step --model resnet50 --backward-ms 40 at 2 ranks (the
 #     gradients arrive spread over 40 ms of backward compute);
 #   - herd-bench step --model bert-base at 2 ranks;
@@ -21,7 +23,7 @@
 #
 # Build first (scripts/build.sh). Run it on a quiet machine: it is a
 # measurement, and anything else running on the cores shows in the numbers.
-# Takes about 10 minutes with RUNS=5 on a 2-core machine.
+# Takes about 13 minutes with RUNS=5 on a 2-core machine.
 set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
@@ -63,6 +65,7 @@ for ((i = 1; i <= runs; ++i)); do
   for ranks in 2 4; do
     run "allreduce_np${ranks}_run$i" "$ranks" allreduce -b 4K -e 256M -f 4 -n 20 -w 5
     run "step_resnet50_np${ranks}_run$i" "$ranks" step --model resnet50 -n 10 -w 3
+    run "first_calls_np${ranks}_run$i" "$ranks" allreduce -b 4K -e 1M -f 16 -n 9 -w 0
   done
   run "step_resnet50_bw40_np2_run$i" 2 step --model resnet50 --backward-ms 40 -n 10 -w 3
   run "step_bert-base_np2_run$i" 2 step --model bert-base -n 5 -w 2
@@ -76,6 +79,9 @@ status=0
     "$python" benchmarks/bench_median.py --title "allreduce, float32 sum, $ranks ranks" \
       --median-csv "$out/allreduce_np${ranks}_median.csv" \
       --json "$out/allreduce_np${ranks}.json" "$out"/allreduce_np"${ranks}"_run*.csv || status=1
+    echo
+    "$python" benchmarks/bench_median.py --title "first calls, $ranks ranks" \
+      --json "$out/first_calls_np${ranks}.json" "$out"/first_calls_np"${ranks}"_run*.csv || status=1
     echo
     "$python" benchmarks/bench_median.py --title "ResNet-50 step, $ranks ranks" \
       --json "$out/step_resnet50_np${ranks}.json" "$out"/step_resnet50_np"${ranks}"_run*.csv ||

@@ -32,6 +32,25 @@ std::size_t round_up(std::size_t value, std::size_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
 }
 
+// A chunk of n elements from `first`, cut into one share per rank in whole
+// cache lines (line_count elements): rank j's share starts j shares in, and
+// the last shares may be shorter or empty. Every path cuts chunks alike, so
+// each element is reduced by the same rank whichever path runs.
+struct ChunkShares {
+  ChunkShares(int64_t first, int64_t n, int64_t ranks, int64_t line_count)
+      : first(first),
+        n(n),
+        share((n + ranks * line_count - 1) / (ranks * line_count) * line_count) {}
+  int64_t begin(std::size_t j) const {
+    return first + std::min(n, static_cast<int64_t>(j) * share);
+  }
+  int64_t end(std::size_t j) const { return std::min(first + n, begin(j) + share); }
+
+  int64_t first;
+  int64_t n;
+  int64_t share;
+};
+
 bool process_exited(uint64_t pid) {
   return pid != 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
 }
@@ -183,19 +202,11 @@ Status ShmAllreduceGroup::allreduce_direct(const uint8_t* in, uint8_t* out, int6
     const int64_t first = chunk * chunk_count;
     const int64_t n = std::min(chunk_count, count - first);
     const uint64_t sequence = ++sequence_;
-    // The shares of the slot path: whole cache lines, rank j's from j * share.
-    const int64_t share = (n + static_cast<int64_t>(ranks) * line_count - 1) /
-                          (static_cast<int64_t>(ranks) * line_count) * line_count;
-    const auto share_begin = [&](std::size_t j) {
-      return first + std::min(n, static_cast<int64_t>(j) * share);
-    };
-    const auto share_end = [&](std::size_t j) {
-      return std::min(first + n, share_begin(j) + share);
-    };
+    const ChunkShares shares(first, n, static_cast<int64_t>(ranks), line_count);
 
-    const int64_t length = share_end(me) - share_begin(me);
+    const int64_t length = shares.end(me) - shares.begin(me);
     if (length > 0) {
-      const std::size_t at = bytes_of(share_begin(me));
+      const std::size_t at = bytes_of(shares.begin(me));
       for (std::size_t j = 0; j < ranks; ++j) sources[j] = peer_inputs_[j] + at;
       // In place, out + at is this rank's own input share: the fold reads
       // each element before it writes it.
@@ -208,9 +219,9 @@ Status ShmAllreduceGroup::allreduce_direct(const uint8_t* in, uint8_t* out, int6
         wait_for_all(&ShmRankControl::reduced, sequence, "reducing", chunk, chunks));
 
     for (std::size_t j = 0; j < ranks; ++j) {
-      if (j == me || share_end(j) <= share_begin(j)) continue;
-      const std::size_t at = bytes_of(share_begin(j));
-      const std::size_t bytes = bytes_of(share_end(j) - share_begin(j));
+      if (j == me || shares.end(j) <= shares.begin(j)) continue;
+      const std::size_t at = bytes_of(shares.begin(j));
+      const std::size_t bytes = bytes_of(shares.end(j) - shares.begin(j));
       if (streaming) {
         ops::stream_copy(out + at, peer_outputs_[j] + at, bytes);
       } else {
@@ -312,18 +323,10 @@ Status ShmAllreduceGroup::allreduce_single_copy(const uint8_t* in, uint8_t* out,
     const int64_t first = chunk * chunk_count;
     const int64_t n = std::min(chunk_count, count - first);
     const uint64_t sequence = ++sequence_;
-    // The shares of the slot path: whole cache lines, rank j's from j * share.
-    const int64_t share = (n + static_cast<int64_t>(ranks) * line_count - 1) /
-                          (static_cast<int64_t>(ranks) * line_count) * line_count;
-    const auto share_begin = [&](std::size_t j) {
-      return first + std::min(n, static_cast<int64_t>(j) * share);
-    };
-    const auto share_end = [&](std::size_t j) {
-      return std::min(first + n, share_begin(j) + share);
-    };
+    const ChunkShares shares(first, n, static_cast<int64_t>(ranks), line_count);
 
-    for (int64_t lo = share_begin(me); lo < share_end(me); lo += block_count) {
-      const int64_t length = std::min(block_count, share_end(me) - lo);
+    for (int64_t lo = shares.begin(me); lo < shares.end(me); lo += block_count) {
+      const int64_t length = std::min(block_count, shares.end(me) - lo);
       const std::size_t at = bytes_of(lo);
       for (std::size_t j = 0; j < ranks; ++j) {
         if (j == me) {
@@ -346,10 +349,10 @@ Status ShmAllreduceGroup::allreduce_single_copy(const uint8_t* in, uint8_t* out,
         wait_for_all(&ShmRankControl::reduced, sequence, "reducing", chunk, chunks));
 
     for (std::size_t j = 0; j < ranks; ++j) {
-      if (j == me || share_end(j) <= share_begin(j)) continue;
-      const std::size_t at = bytes_of(share_begin(j));
+      if (j == me || shares.end(j) <= shares.begin(j)) continue;
+      const std::size_t at = bytes_of(shares.begin(j));
       HERD_RETURN_IF_ERROR(read_peer(static_cast<int>(j), out + at, outputs[j] + at,
-                                     bytes_of(share_end(j) - share_begin(j)), "result", at,
+                                     bytes_of(shares.end(j) - shares.begin(j)), "result", at,
                                      total_bytes, chunk, chunks));
     }
   }
@@ -511,12 +514,7 @@ Status ShmAllreduceGroup::allreduce(const void* input, void* output, int64_t cou
     const std::size_t offset = static_cast<std::size_t>(first) * element_size;
 
     // Shares in whole cache lines: rank j reduces [j * share, (j + 1) * share).
-    const int64_t share = (n + static_cast<int64_t>(ranks) * line_count - 1) /
-                          (static_cast<int64_t>(ranks) * line_count) * line_count;
-    const auto share_begin = [&](std::size_t j) {
-      return std::min(n, static_cast<int64_t>(j) * share);
-    };
-    const auto share_end = [&](std::size_t j) { return std::min(n, share_begin(j) + share); };
+    const ChunkShares shares(0, n, static_cast<int64_t>(ranks), line_count);
     const auto bytes_of = [element_size](int64_t elements) {
       return static_cast<std::size_t>(elements) * element_size;
     };
@@ -524,9 +522,9 @@ Status ShmAllreduceGroup::allreduce(const void* input, void* output, int64_t cou
     // Only the shares other ranks reduce are copied in: this rank reads its
     // own share of the input where it lies.
     for (std::size_t j = 0; j < ranks; ++j) {
-      if (j == me || share_end(j) <= share_begin(j)) continue;
-      const std::size_t at = bytes_of(share_begin(j));
-      std::memcpy(slot[me] + at, in + offset + at, bytes_of(share_end(j) - share_begin(j)));
+      if (j == me || shares.end(j) <= shares.begin(j)) continue;
+      const std::size_t at = bytes_of(shares.begin(j));
+      std::memcpy(slot[me] + at, in + offset + at, bytes_of(shares.end(j) - shares.begin(j)));
     }
     mine.arrived.value.store(sequence, std::memory_order_release);
     HERD_RETURN_IF_ERROR(
@@ -535,8 +533,8 @@ Status ShmAllreduceGroup::allreduce(const void* input, void* output, int64_t cou
       mode = static_cast<ShmLineMode>(controls_[0]->mode.value.load(std::memory_order_relaxed));
     }
 
-    const int64_t lo = share_begin(me);
-    const int64_t mine_count = share_end(me) - lo;
+    const int64_t lo = shares.begin(me);
+    const int64_t mine_count = shares.end(me) - lo;
     if (mine_count > 0) {
       // In the reduction order (reduction_order.h), this rank's input read
       // where it lies: the bits do not depend on which rank owns the share.
@@ -553,9 +551,9 @@ Status ShmAllreduceGroup::allreduce(const void* input, void* output, int64_t cou
         wait_for_all(&ShmRankControl::reduced, sequence, "reducing", chunk, chunks));
 
     for (std::size_t j = 0; j < ranks; ++j) {
-      if (share_end(j) <= share_begin(j)) continue;
-      const std::size_t at = bytes_of(share_begin(j));
-      const std::size_t length = bytes_of(share_end(j) - share_begin(j));
+      if (shares.end(j) <= shares.begin(j)) continue;
+      const std::size_t at = bytes_of(shares.begin(j));
+      const std::size_t length = bytes_of(shares.end(j) - shares.begin(j));
       if (streaming) {
         ops::stream_copy(out + offset + at, slot[j] + at, length);
       } else {
@@ -570,8 +568,9 @@ Status ShmAllreduceGroup::allreduce(const void* input, void* output, int64_t cou
       for (std::size_t j = 0; j < ranks; ++j) {
         if (j == me) continue;
         for (const std::size_t s : {me, j}) {
-          if (share_end(s) <= share_begin(s)) continue;
-          evict_lines(slot[j] + bytes_of(share_begin(s)), bytes_of(share_end(s) - share_begin(s)));
+          if (shares.end(s) <= shares.begin(s)) continue;
+          evict_lines(slot[j] + bytes_of(shares.begin(s)),
+                      bytes_of(shares.end(s) - shares.begin(s)));
         }
       }
     }

@@ -30,6 +30,7 @@
 #include "collectives/shm/shm_allreduce.h"
 #include "collectives_test_util.h"
 #include "reduction_order_reference.h"
+#include "shm_heap_area.h"
 
 namespace herd::collectives {
 namespace {
@@ -41,28 +42,7 @@ using testing::order_sensitive_value;
 constexpr std::size_t kSlotBytes = 64 * 1024;
 
 // The group area of p thread-ranks, as make_node_shm leaves it.
-class Area {
- public:
-  Area(int p)
-      : region_bytes_(shm_region_bytes(kSlotBytes)),
-        memory_(static_cast<uint8_t*>(std::aligned_alloc(4096, region_bytes_ * p))) {
-    for (int j = 0; j < p; ++j) {
-      void* region = memory_.get() + region_bytes_ * static_cast<std::size_t>(j);
-      new (region) ShmRankControl();
-      shm_region_control(region)->pid.value.store(static_cast<uint64_t>(getpid()));
-      regions_.push_back(region);
-    }
-  }
-  const std::vector<void*>& regions() const { return regions_; }
-
- private:
-  struct Free {
-    void operator()(uint8_t* p) const { std::free(p); }
-  };
-  std::size_t region_bytes_;
-  std::unique_ptr<uint8_t, Free> memory_;
-  std::vector<void*> regions_;
-};
+using Area = testing::HeapArea;
 
 // Floats in a shared buffer (registered) or on the heap.
 class Floats {
@@ -112,7 +92,7 @@ struct Options {
 // order_sensitive_value(r + call, i); "" when every rank's every call holds
 // the reduction order's sum.
 std::string run_direct(int p, const std::vector<int64_t>& counts, const Options& options) {
-  Area area(p);
+  Area area(p, kSlotBytes);
   std::vector<std::string> errors(static_cast<std::size_t>(p));
   std::vector<std::thread> threads;
   for (int rank = 0; rank < p; ++rank) {
