@@ -634,6 +634,11 @@ TEST_CASE("shm allreduce single copy: a read failing mid-call fails every rank's
   std::vector<Status> statuses(2);
   std::vector<std::thread> threads;
   const int64_t count = int64_t{kShmSingleCopyChunkBytes / 4} * 3;
+  // Each rank's buffer outlives both calls: rank 0 may still read rank 1's
+  // after rank 1 has failed and returned, as another process's caller keeps
+  // its tensor while herd reports the failure.
+  std::vector<std::vector<float>> buffers(
+      2, std::vector<float>(static_cast<std::size_t>(count), 1.0f));
   for (int rank = 0; rank < 2; ++rank) {
     threads.emplace_back([&, rank] {
       // No stall timeout: only the failure can end the other rank's wait.
@@ -650,7 +655,7 @@ TEST_CASE("shm allreduce single copy: a read failing mid-call fails every rank's
         fault = message;
       };
       group.set_wait_hooks(std::move(hooks));
-      std::vector<float> buffer(static_cast<std::size_t>(count), 1.0f);
+      std::vector<float>& buffer = buffers[static_cast<std::size_t>(rank)];
       statuses[static_cast<std::size_t>(rank)] =
           group.allreduce(buffer.data(), buffer.data(), count, sizeof(float), float_sum());
     });

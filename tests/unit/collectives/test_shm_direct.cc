@@ -44,13 +44,14 @@ constexpr std::size_t kSlotBytes = 64 * 1024;
 // The group area of p thread-ranks, as make_node_shm leaves it.
 using Area = testing::HeapArea;
 
-// Floats in a shared buffer (registered) or on the heap.
+// Floats in a shared buffer (registered) or on the heap. Made on the
+// thread-ranks, where Catch's assertions may not run: status() says whether
+// the shared buffer was allocated.
 class Floats {
  public:
   Floats(std::size_t count, bool registered) : count_(count) {
     if (registered) {
-      REQUIRE(allocate_shared_buffer(std::max<std::size_t>(count, 1) * sizeof(float), &shared_)
-                  .is_ok());
+      status_ = allocate_shared_buffer(std::max<std::size_t>(count, 1) * sizeof(float), &shared_);
     } else {
       heap_.resize(count);
     }
@@ -64,9 +65,11 @@ class Floats {
     return shared_.data != nullptr ? static_cast<float*>(shared_.data) : heap_.data();
   }
   int fd() const { return shared_.fd; }
+  const Status& status() const { return status_; }
 
  private:
   std::size_t count_;
+  Status status_ = Status::ok();
   SharedBufferAllocation shared_;
   std::vector<float> heap_;
 };
@@ -84,8 +87,9 @@ struct Options {
   // Every cross-memory read refused and single copy for every size: a call
   // that does not take the direct path (or the slots) fails.
   bool single_copy_refused = false;
-  // Called by each rank after allocating its buffers of a call, before it.
-  std::function<void(int rank, int call, Floats& buffer)> before_call;
+  // Called by each rank after allocating its buffers of a call, before it;
+  // returns what went wrong, or "".
+  std::function<std::string(int rank, int call, Floats& buffer)> before_call;
 };
 
 // Runs one call per count on p thread-ranks, rank r's input
@@ -109,10 +113,21 @@ std::string run_direct(int p, const std::vector<int64_t>& counts, const Options&
         const int call = static_cast<int>(c);
         Floats input(n, options.registered(rank));
         Floats output(n, options.registered(rank));
-        for (std::size_t i = 0; i < n; ++i) {
-          input.data()[i] = order_sensitive_value(rank + call, static_cast<int64_t>(i));
+        std::string setup_error;
+        for (const Floats* buffer : {&input, &output}) {
+          if (!buffer->status().is_ok()) setup_error = buffer->status().message();
         }
-        if (options.before_call) options.before_call(rank, call, input);
+        if (setup_error.empty()) {
+          for (std::size_t i = 0; i < n; ++i) {
+            input.data()[i] = order_sensitive_value(rank + call, static_cast<int64_t>(i));
+          }
+          if (options.before_call) setup_error = options.before_call(rank, call, input);
+        }
+        if (!setup_error.empty()) {
+          // The other ranks' call then fails on the stall timeout.
+          if (error.empty()) error = fmt::format("rank {} call {}: {}", rank, c, setup_error);
+          continue;
+        }
         float* out = options.in_place ? input.data() : output.data();
         const Status status =
             group.allreduce(input.data(), out, counts[c], sizeof(float), float_sum(), {}, 0);
@@ -220,12 +235,13 @@ TEST_CASE("shm allreduce direct: a buffer some rank cannot map sends every rank 
   Options options;
   // Rank 1's input fd now holds /dev/null, which the others cannot map: the
   // registry still finds the buffer, mapped in rank 1 itself.
-  options.before_call = [](int rank, int, Floats& input) {
-    if (rank != 1) return;
+  options.before_call = [](int rank, int, Floats& input) -> std::string {
+    if (rank != 1) return "";
     const int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    REQUIRE(null >= 0);
-    REQUIRE(dup2(null, input.fd()) == input.fd());
+    if (null < 0) return "open /dev/null failed";
+    const bool replaced = dup2(null, input.fd()) == input.fd();
     close(null);
+    return replaced ? "" : "dup2 failed";
   };
   const std::vector<int64_t> counts = {kCounts[3]};
   CHECK(run_direct(2, counts, options).empty());
@@ -241,10 +257,11 @@ TEST_CASE("shm allreduce direct: a buffer released and another at the same fd is
   Options options;
   std::vector<int> fds(4, -1);
   bool reused = false;
-  options.before_call = [&](int rank, int call, Floats& input) {
-    if (rank != 0) return;
+  options.before_call = [&](int rank, int call, Floats& input) -> std::string {
+    if (rank != 0) return "";
     if (call > 0 && fds[static_cast<std::size_t>(call - 1)] == input.fd()) reused = true;
     fds[static_cast<std::size_t>(call)] = input.fd();
+    return "";
   };
   const std::vector<int64_t> counts(4, kCounts[3]);
   CHECK(run_direct(2, counts, options).empty());

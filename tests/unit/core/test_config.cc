@@ -735,29 +735,19 @@ TEST_CASE("config: several bad values are reported together", "[config]") {
 }
 
 TEST_CASE("config: setting_docs covers every field exactly once", "[config]") {
-  const std::map<std::string, std::string> non_default = {{"HERD_FUSION_THRESHOLD", "1"},
-                                                          {"HERD_CYCLE_TIME", "0.25"},
-                                                          {"HERD_CACHE_CAPACITY", "7"},
-                                                          {"HERD_LOG_LEVEL", "trace"},
-                                                          {"HERD_RING_SEGMENT_BYTES", "3"},
-                                                          {"HERD_SMALL_ALLREDUCE_BYTES", "5"},
-                                                          {"HERD_STALL_CHECK_TIME", "2.5"},
-                                                          {"HERD_PROCESS_SETS", "0,1"},
-                                                          {"HERD_FUSION_MAX_TENSOR_BYTES", "9"},
-                                                          {"HERD_GPU_ALLREDUCE", "mpi"},
-                                                          {"HERD_HIERARCHICAL_ALLREDUCE", "1"},
-                                                          {"HERD_NCCL_TIMEOUT", "1.5"},
-                                                          {"HERD_GPU_STAGING_BYTES", "4096"},
-                                                          {"HERD_EAGER_PIECE_BYTES", "0"},
-                                                          {"HERD_SHM_ALLREDUCE_BYTES", "0"},
-                                                          {"HERD_STALL_SHUTDOWN_TIME", "7.5"},
-                                                          {"HERD_SHM_SINGLE_COPY", "off"},
-                                                          {"HERD_ALLREDUCE_ALGORITHM", "ring"},
-                                                          {"HERD_COLLECTIVE_TIMEOUT", "4"},
-                                                          {"HERD_NUM_SERVERS", "2"},
-                                                          {"HERD_KVSTORE_BIGARRAY_BOUND", "10"},
-                                                          {"HERD_TIMELINE", "/tmp/timeline.json"},
-                                                          {"HERD_TIMELINE_MARK_CYCLES", "1"}};
+  const std::map<std::string, std::string> non_default = {
+      {"HERD_FUSION_THRESHOLD", "1"},        {"HERD_CYCLE_TIME", "0.25"},
+      {"HERD_CACHE_CAPACITY", "7"},          {"HERD_LOG_LEVEL", "trace"},
+      {"HERD_RING_SEGMENT_BYTES", "3"},      {"HERD_SMALL_ALLREDUCE_BYTES", "5"},
+      {"HERD_STALL_CHECK_TIME", "2.5"},      {"HERD_PROCESS_SETS", "0,1"},
+      {"HERD_FUSION_MAX_TENSOR_BYTES", "9"}, {"HERD_GPU_ALLREDUCE", "mpi"},
+      {"HERD_HIERARCHICAL_ALLREDUCE", "1"},  {"HERD_NCCL_TIMEOUT", "1.5"},
+      {"HERD_GPU_STAGING_BYTES", "4096"},    {"HERD_EAGER_PIECE_BYTES", "0"},
+      {"HERD_SHM_ALLREDUCE_BYTES", "0"},     {"HERD_STALL_SHUTDOWN_TIME", "7.5"},
+      {"HERD_SHM_SINGLE_COPY", "off"},       {"HERD_ALLREDUCE_ALGORITHM", "ring"},
+      {"HERD_COLLECTIVE_TIMEOUT", "4"},      {"HERD_NUM_SERVERS", "2"},
+      {"HERD_KVSTORE_BIGARRAY_BOUND", "10"}, {"HERD_TIMELINE", "/tmp/timeline.json"},
+      {"HERD_TIMELINE_MARK_CYCLES", "1"}};
   std::vector<SettingDoc> docs = setting_docs();
   REQUIRE(docs.size() == non_default.size());
 
