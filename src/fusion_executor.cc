@@ -25,29 +25,40 @@ FusionExecutor::FusionExecutor(collectives::Transport& transport,
                                AllreduceAlgorithmSetting algorithm)
     : transport_(transport), options_(options), shm_(shm), set_id_(set_id), algorithm_(algorithm) {}
 
+AllreducePath FusionExecutor::first_candidate(std::size_t bytes) const {
+  if (shm_.group != nullptr && bytes <= shm_.max_bytes) return AllreducePath::kShm;
+  // On one rank every path is a copy: the transport's, which needs no group.
+  if (transport_.size() == 1) return AllreducePath::kRing;
+  return collectives::choose_allreduce_algorithm(bytes, transport_.size(), options_) ==
+                 collectives::AllreduceAlgorithm::kRing
+             ? AllreducePath::kRing
+             : AllreducePath::kRecursiveDoubling;
+}
+
 std::vector<AllreducePath> FusionExecutor::candidates(std::size_t bytes) const {
+  const AllreducePath first = first_candidate(bytes);
+  if (transport_.size() == 1) return {first};
   const bool ring_first =
       collectives::choose_allreduce_algorithm(bytes, transport_.size(), options_) ==
       collectives::AllreduceAlgorithm::kRing;
   std::vector<AllreducePath> paths;
-  if (shm_.group != nullptr && bytes <= shm_.max_bytes) paths.push_back(AllreducePath::kShm);
-  // On one rank every path is a copy: the transport's, which needs no group.
-  if (transport_.size() == 1) return {paths.empty() ? AllreducePath::kRing : paths.front()};
+  if (first == AllreducePath::kShm) paths.push_back(AllreducePath::kShm);
   paths.push_back(ring_first ? AllreducePath::kRing : AllreducePath::kRecursiveDoubling);
   paths.push_back(ring_first ? AllreducePath::kRecursiveDoubling : AllreducePath::kRing);
   return paths;
 }
 
 AllreduceChooser::Choice FusionExecutor::choose(std::size_t bytes) {
-  const std::vector<AllreducePath> paths = candidates(bytes);
+  // Only the measured choice needs the candidates' list: a fixed algorithm,
+  // the default, costs no allocation per call.
   switch (algorithm_) {
-    case AllreduceAlgorithmSetting::kAuto: return chooser_.choose(bytes, paths);
-    case AllreduceAlgorithmSetting::kShm: return {paths.front()};
+    case AllreduceAlgorithmSetting::kAuto: return chooser_.choose(bytes, candidates(bytes));
+    case AllreduceAlgorithmSetting::kShm: return {first_candidate(bytes)};
     case AllreduceAlgorithmSetting::kRing: return {AllreducePath::kRing};
     case AllreduceAlgorithmSetting::kRecursiveDoubling:
       return {transport_.size() == 1 ? AllreducePath::kRing : AllreducePath::kRecursiveDoubling};
   }
-  return {paths.front()};
+  return {first_candidate(bytes)};
 }
 
 Status FusionExecutor::warm_up() {

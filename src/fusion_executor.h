@@ -78,6 +78,10 @@ class FusionExecutor {
   // Whether the group has several entries, each reduced in place on one
   // device, that in order of address each start where the one before ends.
   static bool in_place_and_contiguous(const std::vector<TensorEntry*>& entries);
+  // The path of a call on `bytes` bytes under HERD_ALLREDUCE_ALGORITHM=shm,
+  // and the likeliest winner under auto: shared memory where it serves the
+  // size, else what the size threshold picks.
+  AllreducePath first_candidate(std::size_t bytes) const;
   // The paths a call on `bytes` bytes may take, the likelier winner first.
   std::vector<AllreducePath> candidates(std::size_t bytes) const;
   // The path of the next call on `bytes` bytes, and whether the ranks agree on
