@@ -77,8 +77,10 @@ std::vector<int64_t> CoordinateSearch::best() const { return values(best_); }
 void CoordinateSearch::report(double score) {
   if (converged_) return;
   ++trials_;
-  if (!measured_start_) {
-    measured_start_ = true;
+  if (measuring_best_) {
+    // The start, or the best point again at the start of a pass: its
+    // neighbours are compared with a score taken under the same load.
+    measuring_best_ = false;
     best_score_ = score;
     knob_ = 0;
     direction_ = +1;
@@ -117,6 +119,9 @@ void CoordinateSearch::advance() {
       }
       knob_ = 0;
       moved_in_pass_ = false;
+      measuring_best_ = true;
+      trial_ = best_;
+      return;
     }
     const std::size_t at = best_[knob_];
     const bool inside = direction_ > 0 ? at + 1 < grids_[knob_].size() : at > 0;

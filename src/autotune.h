@@ -8,7 +8,9 @@
 // descent: from the configured values, each knob in turn climbs its grid one
 // value at a time in whichever direction raises the score, the other knobs
 // fixed, until a step down the grid scores no better; a pass over the knobs
-// that moves none of them ends the search. A trial's score is the median of
+// that moves none of them ends the search. Each later pass begins by
+// measuring its best point again, so that a score the machine's load
+// flattered once does not stand against neighbours measured later. A trial's score is the median of
 // kSamplesPerTrial samples, each the bytes this rank's collectives carried
 // over steps_per_sample steps divided by the time those steps took, which
 // the steps' compute is part of: a setting that runs the allreduces faster
@@ -79,7 +81,7 @@ class CoordinateSearch {
   double min_gain_;
   std::vector<std::size_t> best_;
   double best_score_ = 0.0;
-  bool measured_start_ = false;
+  bool measuring_best_ = true;  // trial_ is best_, measured again
   std::vector<std::size_t> trial_;
   std::size_t knob_ = 0;
   int direction_ = +1;

@@ -103,6 +103,38 @@ TEST_CASE("autotune: coordinate search converges to the clearly best setting", "
   }
 }
 
+TEST_CASE("autotune: each pass after a move measures the best point again", "[autotune]") {
+  const std::vector<std::vector<int64_t>> grids = numbered_grids({3, 3});
+  CoordinateSearch search(grids, {0, 0});
+  // The best point's first score was flattered: measured again it scores
+  // 50, below its neighbour (1, 1) at 60, which then wins.
+  int trial = 0;
+  std::vector<std::vector<int64_t>> seen;
+  const auto score = [&](const std::vector<int64_t>& at) {
+    ++trial;
+    if (at == std::vector<int64_t>{11, 20}) return trial == 2 ? 100.0 : 50.0;
+    if (at == std::vector<int64_t>{11, 21}) return 60.0;
+    return 10.0;
+  };
+  while (!search.converged()) {
+    REQUIRE(seen.size() < 100);
+    seen.push_back(search.trial());
+    search.report(score(search.trial()));
+  }
+  // Start (10, 20); knob 0 up to (11, 20) at a flattering 100, (12, 20)
+  // lower; knob 1 up (11, 21) at 60, below 100; down: none. The next pass
+  // measures (11, 20) again at 50, and (12, 20) no better, then (11, 21)
+  // wins, (11, 22) does not; a last pass from (11, 21) moves nothing.
+  REQUIRE(seen.size() >= 7);
+  CHECK(seen[0] == std::vector<int64_t>{10, 20});
+  CHECK(seen[1] == std::vector<int64_t>{11, 20});
+  CHECK(seen[2] == std::vector<int64_t>{12, 20});
+  CHECK(seen[3] == std::vector<int64_t>{11, 21});
+  CHECK(seen[4] == std::vector<int64_t>{11, 20});
+  CHECK(search.best() == std::vector<int64_t>{11, 21});
+  CHECK(search.best_score() == Approx(60.0));
+}
+
 TEST_CASE("autotune: a start at the best point measures only its neighbours", "[autotune]") {
   const std::vector<std::vector<int64_t>> grids = numbered_grids({5, 5, 5, 5});
   const std::vector<std::size_t> start = {2, 2, 2, 2};
@@ -128,12 +160,8 @@ TEST_CASE("autotune: a knob of one value and a start at a grid's end", "[autotun
   }
   CHECK(search.best() == std::vector<int64_t>{1, 5});
   // 8, then 4, 2, 1 downwards (the grid's top has nothing above), then a
-  // second pass from 1 (2 is measured again: the search does not cache).
-  REQUIRE(seen.size() >= 4);
-  CHECK(seen[0] == std::vector<int64_t>{8, 5});
-  CHECK(seen[1] == std::vector<int64_t>{4, 5});
-  CHECK(seen[2] == std::vector<int64_t>{2, 5});
-  CHECK(seen[3] == std::vector<int64_t>{1, 5});
+  // second pass that measures 1 again before it tries 2 once more.
+  CHECK(seen == std::vector<std::vector<int64_t>>{{8, 5}, {4, 5}, {2, 5}, {1, 5}, {1, 5}, {2, 5}});
 }
 
 TEST_CASE("autotune: the decision's encoding round-trips and refuses damage", "[autotune]") {
