@@ -58,8 +58,12 @@ bool TunedSettings::operator==(const TunedSettings& other) const {
 }
 
 CoordinateSearch::CoordinateSearch(std::vector<std::vector<int64_t>> grids,
-                                   std::vector<std::size_t> start, double min_gain)
-    : grids_(std::move(grids)), min_gain_(min_gain), best_(std::move(start)), trial_(best_) {
+                                   std::vector<std::size_t> start, double min_gain, int max_passes)
+    : grids_(std::move(grids)),
+      min_gain_(min_gain),
+      max_passes_(max_passes),
+      best_(std::move(start)),
+      trial_(best_) {
   HERD_ENFORCE_EQ(grids_.size(), best_.size());
   for (std::size_t k = 0; k < grids_.size(); ++k) HERD_ENFORCE_LT(best_[k], grids_[k].size());
 }
@@ -113,7 +117,8 @@ void CoordinateSearch::turn() {
 void CoordinateSearch::advance() {
   for (;;) {
     if (knob_ == grids_.size()) {
-      if (!moved_in_pass_) {
+      ++passes_;
+      if (!moved_in_pass_ || (max_passes_ > 0 && passes_ >= max_passes_)) {
         converged_ = true;
         return;
       }
@@ -189,7 +194,7 @@ CoordinateSearch make_search(const TunedSettings& start, const AutotuneOptions& 
   for (std::size_t k = 0; k < grids.size(); ++k) indices.push_back(index_of(grids[k], first[k]));
   // A step must gain 1 %: the samples' spread on a busy machine is of that
   // order, and a move that gains less is as likely noise as a better setting.
-  return CoordinateSearch(std::move(grids), std::move(indices), 0.01);
+  return CoordinateSearch(std::move(grids), std::move(indices), 0.01, kMaxSearchPasses);
 }
 
 }  // namespace

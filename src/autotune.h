@@ -8,7 +8,8 @@
 // descent: from the configured values, each knob in turn climbs its grid one
 // value at a time in whichever direction raises the score, the other knobs
 // fixed, until a step down the grid scores no better; a pass over the knobs
-// that moves none of them ends the search. Each later pass begins by
+// that moves none of them ends the search, and so does the end of the
+// kMaxSearchPasses-th pass. Each later pass begins by
 // measuring its best point again, so that a score the machine's load
 // flattered once does not stand against neighbours measured later. A trial's score is the median of
 // kSamplesPerTrial samples, each the bytes this rank's collectives carried
@@ -54,9 +55,11 @@ class CoordinateSearch {
  public:
   // `grids[k]` lists knob k's values in the order the climb walks them;
   // `start[k]` indexes the first trial's value of knob k. A move must raise
-  // the best score by more than `min_gain` (relative) to be taken.
+  // the best score by more than `min_gain` (relative) to be taken. The
+  // search ends after `max_passes` passes over the knobs (0: no limit),
+  // which bounds it where noise keeps moving the best point.
   CoordinateSearch(std::vector<std::vector<int64_t>> grids, std::vector<std::size_t> start,
-                   double min_gain = 0.0);
+                   double min_gain = 0.0, int max_passes = 0);
 
   // The values to measure next, one per knob; the best ones once converged.
   std::vector<int64_t> trial() const;
@@ -79,6 +82,8 @@ class CoordinateSearch {
 
   std::vector<std::vector<int64_t>> grids_;
   double min_gain_;
+  int max_passes_;
+  int passes_ = 0;  // passes over the knobs finished
   std::vector<std::size_t> best_;
   double best_score_ = 0.0;
   bool measuring_best_ = true;  // trial_ is best_, measured again
@@ -111,6 +116,9 @@ struct AutotuneDecision {
 
 std::vector<uint8_t> encode(const AutotuneDecision& decision);
 [[nodiscard]] Status decode(const std::vector<uint8_t>& bytes, AutotuneDecision* decision);
+
+// Passes over the knobs after which the search ends, whatever moved.
+constexpr int kMaxSearchPasses = 3;
 
 // Samples per trial, of which the median is the trial's score.
 constexpr int kSamplesPerTrial = 3;

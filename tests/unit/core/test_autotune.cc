@@ -135,6 +135,31 @@ TEST_CASE("autotune: each pass after a move measures the best point again", "[au
   CHECK(search.best_score() == Approx(60.0));
 }
 
+TEST_CASE("autotune: the search ends after its passes when every move gains", "[autotune]") {
+  // A score that rises with every measurement, as a machine whose load
+  // lifts would give: every step is taken, so only the pass limit ends it.
+  const std::vector<std::vector<int64_t>> grids = numbered_grids({4, 4});
+  const auto rising = [](CoordinateSearch& search, int limit) {
+    double score = 1.0;
+    int trials = 0;
+    while (!search.converged() && trials < limit) {
+      search.report(score *= 1.1);
+      ++trials;
+    }
+    return trials;
+  };
+  CoordinateSearch unlimited(grids, {0, 0}, 0.01);
+  CHECK(rising(unlimited, 500) == 500);
+  CHECK_FALSE(unlimited.converged());
+  CoordinateSearch limited(grids, {0, 0}, 0.01, 2);
+  // Pass 1: the start, knob 0 up 3 steps to its grid's end, knob 1
+  // likewise: 1 + 3 + 3 = 7. Pass 2: the best again, then each knob down
+  // 3 steps: 1 + 3 + 3 = 7.
+  CHECK(rising(limited, 500) == 14);
+  CHECK(limited.converged());
+  CHECK(limited.best() == std::vector<int64_t>{10, 20});
+}
+
 TEST_CASE("autotune: a start at the best point measures only its neighbours", "[autotune]") {
   const std::vector<std::vector<int64_t>> grids = numbered_grids({5, 5, 5, 5});
   const std::vector<std::size_t> start = {2, 2, 2, 2};
