@@ -10,10 +10,15 @@
 // in, so equal files mean equal settings from equal cycles), and each log
 // must be well formed: a header, trial 0 at cycle 0 with the defaults,
 // trials in increasing cycles, positive scores, and a last row "best" whose
-// settings and score are those of one of the trials.
+// settings and score are those of one of the trials. With a log that
+// cannot be opened, every rank warns naming its path and the steps run on.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -130,39 +135,93 @@ void check_log(Recorder& rec, const std::string& log) {
   rec.check(found, case_name, "the best row's settings and score are a trial's: " + lines.back());
 }
 
+// Tunes until rank 0's log has its best row, then compares the logs.
+void tune_to_the_end(Recorder& rec, const std::string& pattern) {
+  const int rank = herd::rank();
+  const int size = herd::size();
+  int step = 0;
+  int32_t finished = 0;
+  while (finished == 0 && step < kMaxSteps) {
+    run_step(rec, rank, size, step);
+    ++step;
+    // Every rank must run the same steps: rank 0's log decides.
+    if (rank == 0) finished = has_best_row(read_file(log_path(pattern, 0))) ? 1 : 0;
+    herd::TensorView flag{&finished, DataType::kInt32, {}};
+    herd::broadcast("finished", flag, 0);
+  }
+  if (rank == 0) std::printf("autotuning ended after %d steps\n", step);
+  rec.check(finished == 1, "converged", "no best row after " + std::to_string(step) + " steps");
+  herd::barrier();
+  const std::string mine = read_file(log_path(pattern, rank));
+  check_log(rec, mine);
+  if (rank != 0) {
+    const std::string rank0 = read_file(log_path(pattern, 0));
+    rec.check(mine == rank0, "same trials in the same cycles",
+              "rank " + std::to_string(rank) + "'s log \"" + mine + "\" differs from rank 0's \"" +
+                  rank0 + "\"");
+  }
+}
+
+// Runs `body` with this process's stderr going to a file; returns what it
+// wrote there.
+std::string capture_stderr(const std::function<void()>& body) {
+  const std::string path = "test_autotune." + std::to_string(getpid()) + ".stderr";
+  std::fflush(stderr);
+  const int saved = dup(2);
+  const int file = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (saved < 0 || file < 0) {
+    body();
+    return "cannot redirect stderr to " + path;
+  }
+  dup2(file, 2);
+  close(file);
+  body();
+  std::fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  const std::string text = read_file(path);
+  unlink(path.c_str());
+  return text;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: test_autotune LOG_PATTERN (HERD_AUTOTUNE_LOG)\n");
+  // test_autotune LOG_PATTERN: tune to the end and compare the logs.
+  // test_autotune unwritable LOG_PATTERN: the log cannot be opened; every
+  // rank warns, naming its path, and the job runs on.
+  const bool unwritable = argc == 3 && std::string(argv[1]) == "unwritable";
+  if (argc != 2 && !unwritable) {
+    std::fprintf(stderr, "usage: test_autotune [unwritable] LOG_PATTERN (HERD_AUTOTUNE_LOG)\n");
     return 2;
   }
-  const std::string pattern = argv[1];
-  if (!init_herd("test_autotune")) return 1;
-  const int rank = herd::rank();
-  const int size = herd::size();
-  Recorder rec("test_autotune", rank);
-  try {
-    int step = 0;
-    int32_t finished = 0;
-    while (finished == 0 && step < kMaxSteps) {
-      run_step(rec, rank, size, step);
-      ++step;
-      // Every rank must run the same steps: rank 0's log decides.
-      if (rank == 0) finished = has_best_row(read_file(log_path(pattern, 0))) ? 1 : 0;
-      herd::TensorView flag{&finished, DataType::kInt32, {}};
-      herd::broadcast("finished", flag, 0);
+  const std::string pattern = argv[argc - 1];
+  bool started = false;
+  Recorder* recorder = nullptr;
+  std::unique_ptr<Recorder> owned;
+  const std::string log = capture_stderr([&] {
+    started = init_herd("test_autotune");
+    if (!started) return;
+    owned = std::make_unique<Recorder>("test_autotune", herd::rank());
+    recorder = owned.get();
+    if (unwritable) {
+      for (int step = 0; step < 3; ++step) run_step(*recorder, herd::rank(), herd::size(), step);
     }
-    if (rank == 0) std::printf("autotuning ended after %d steps\n", step);
-    rec.check(finished == 1, "converged", "no best row after " + std::to_string(step) + " steps");
-    herd::barrier();
-    const std::string mine = read_file(log_path(pattern, rank));
-    check_log(rec, mine);
-    if (rank != 0) {
-      const std::string rank0 = read_file(log_path(pattern, 0));
-      rec.check(mine == rank0, "same trials in the same cycles",
-                "rank " + std::to_string(rank) + "'s log \"" + mine +
-                    "\" differs from rank 0's \"" + rank0 + "\"");
+  });
+  if (!started) {
+    std::fputs(log.c_str(), stderr);
+    return 1;
+  }
+  Recorder& rec = *recorder;
+  try {
+    if (unwritable) {
+      const std::string warning =
+          "] WARN: cannot open the autotune log '" + log_path(pattern, herd::rank()) + "'\n";
+      rec.check(log.find(warning) != std::string::npos, "unwritable log warned",
+                "expected \"..." + warning + "\" in stderr, got \"" + log + "\"");
+    } else {
+      std::fputs(log.c_str(), stderr);
+      tune_to_the_end(rec, pattern);
     }
   } catch (const std::exception& e) {
     rec.fail("main", std::string("threw: ") + e.what());
