@@ -192,8 +192,8 @@ CoordinateSearch make_search(const TunedSettings& start, const AutotuneOptions& 
   const std::vector<int64_t> first = values_of(start);
   std::vector<std::size_t> indices;
   for (std::size_t k = 0; k < grids.size(); ++k) indices.push_back(index_of(grids[k], first[k]));
-  // A step must gain 1 %: the samples' spread on a busy machine is of that
-  // order, and a move that gains less is as likely noise as a better setting.
+  // A step must gain 1 %: less is as likely noise as a better setting even
+  // on a quiet machine, and not worth a move away from the configured values.
   return CoordinateSearch(std::move(grids), std::move(indices), 0.01, kMaxSearchPasses);
 }
 

@@ -9,9 +9,9 @@
 // value at a time in whichever direction raises the score, the other knobs
 // fixed, until a step down the grid scores no better; a pass over the knobs
 // that moves none of them ends the search, and so does the end of the
-// kMaxSearchPasses-th pass. Each later pass begins by
-// measuring its best point again, so that a score the machine's load
-// flattered once does not stand against neighbours measured later. A trial's score is the median of
+// kMaxSearchPasses-th pass. Each later pass begins by measuring its best
+// point again, so that a score the machine's load flattered once does not
+// stand against neighbours measured later. A trial's score is the median of
 // kSamplesPerTrial samples, each the bytes this rank's collectives carried
 // over steps_per_sample steps divided by the time those steps took, which
 // the steps' compute is part of: a setting that runs the allreduces faster
