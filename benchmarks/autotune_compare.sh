@@ -9,7 +9,7 @@
 # per round, the rounds (AUTOTUNE_ROUNDS, 3) alternating the configurations
 # so that a machine's slow spell touches them all alike:
 #   defaults   herd as configured by default;
-#   autotune   HERD_AUTOTUNE=1, tuned during AUTOTUNE_WARMUP (400) untimed
+#   autotune   HERD_AUTOTUNE=1, tuned during AUTOTUNE_WARMUP (600) untimed
 #              steps with HERD_AUTOTUNE_STEPS_PER_SAMPLE=AUTOTUNE_STEPS (2)
 #              and one warmup sample; the timed steps run the settings it
 #              fixed (the launch fails the script if its log has no best row
@@ -33,7 +33,7 @@ read -r -a models <<<"${AUTOTUNE_MODELS:-resnet50 bert-base}"
 ranks="${AUTOTUNE_RANKS:-2}"
 rounds="${AUTOTUNE_ROUNDS:-3}"
 iters="${AUTOTUNE_ITERS:-20}"
-tune_warmup="${AUTOTUNE_WARMUP:-400}"
+tune_warmup="${AUTOTUNE_WARMUP:-600}"
 tune_steps="${AUTOTUNE_STEPS:-2}"
 read -r -a thresholds <<<"${AUTOTUNE_THRESHOLDS:-1048576 4194304 16777216 67108864}"
 read -r -a max_tensors <<<"${AUTOTUNE_MAX_TENSORS:-262144 0}"
