@@ -456,7 +456,7 @@ const std::array<Setting, 23> kSettings = {{
 // examples/herd_train/train_options.h) read them, and they reach herd::init
 // through the environment of the processes those start. Known, so that they
 // draw no warning; candidates for "did you mean" like the settings.
-constexpr std::array<const char*, 45> kToolVariables = {{
+constexpr std::array<const char*, 47> kToolVariables = {{
     // scripts/ and setup.py
     "HERD_BUILD_DIR",
     "HERD_CMAKE_ARGS",
@@ -498,6 +498,8 @@ constexpr std::array<const char*, 45> kToolVariables = {{
     "HERD_OPTIMIZER",
     "HERD_PRINT_CHECKSUM",
     "HERD_PRINT_STEP_RATES",
+    "HERD_PROGRESS",
+    "HERD_PROGRESS_INTERVAL",
     "HERD_QUIET",
     "HERD_RESUME",
     "HERD_SCALE_LR",

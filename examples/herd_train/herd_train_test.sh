@@ -35,6 +35,11 @@
 #                    DMLC_NUM_SERVER, servers
 #                    for a synchronous --kvstore and --checkpoint with
 #                    dist_async each fail with a message
+#       progress     2 ranks, stderr a pipe: --progress auto writes rank 0's
+#                    progress lines (one per --progress-interval, no
+#                    carriage return, each step once: no other rank's);
+#                    always redraws in place; never, --quiet and
+#                    HERD_PROGRESS=never write none
 #       straggler    benchmarks/straggler.sh (HERD_BUILD_DIR: the build
 #                    folder) for 20 steps: a table row per engine and speed,
 #                    every worker's steps/s, a percentage and an accuracy
@@ -246,6 +251,37 @@ case "$mode" in
       ! grep -q "slowed" "$work/logs/$engine-unslowed.log" ||
         fail "the unslowed $engine run says a worker is slowed"
     done
+    ;;
+  progress)
+    # Runs 2 ranks of 40 steps of at least 20 ms each with stderr a pipe;
+    # stdout in $work/out, stderr in $work/err.
+    run_piped() {
+      "${mpirun[@]}" 2 "$train" --epochs 1 --max-steps-per-epoch 40 --device-ms 20 \
+        --progress-interval 0.2 "$@" >"$work/out" 2> >(cat >"$work/err")
+      rc=$?
+      wait
+      cat "$work/out" "$work/err"
+      [[ $rc -ne 77 ]] && ! grep -q "dataset-fashion-mnist" "$work/out" "$work/err" || exit 77
+      [[ $rc -eq 0 ]] || fail "herd-train $* exited $rc"
+    }
+    line='^epoch 1/1 step [0-9]+/40 \([0-9]+%\) loss [0-9.]+ [0-9]+ samples/s$'
+    run_piped --progress auto
+    lines="$(grep -Ec "$line" "$work/err")"
+    [[ "$lines" -ge 2 ]] || fail "--progress auto wrote $lines progress lines, expected 2 or more"
+    ! grep -q $'\r' "$work/err" || fail "--progress auto wrote a carriage return into a pipe"
+    steps="$(grep -E "$line" "$work/err" | sed 's/^epoch 1\/1 step \([0-9]*\)\/.*/\1/')"
+    [[ "$steps" == "$(sort -n -u <<<"$steps")" ]] ||
+      fail "progress steps not increasing (more than rank 0 wrote): $steps"
+    run_piped --progress always
+    grep -q $'\repoch 1/1 step [0-9]*/40 .*\033\[K' "$work/err" ||
+      fail "--progress always did not redraw in place"
+    for quiet in "--progress never" "--quiet"; do
+      # shellcheck disable=SC2086
+      run_piped $quiet
+      ! grep -q "epoch 1/1 step" "$work/err" || fail "$quiet wrote progress"
+    done
+    HERD_PROGRESS=never run_piped
+    ! grep -q "epoch 1/1 step" "$work/err" || fail "HERD_PROGRESS=never wrote progress"
     ;;
   *) fail "unknown mode $mode" ;;
 esac
