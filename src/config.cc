@@ -181,7 +181,7 @@ int64_t field_value(const Config& config) {
 // ranks that disagreed would hang on. HERD_PROCESS_SETS must agree too but
 // is compared list by list when the sets are made; HERD_EAGER_PIECE_BYTES
 // may differ because the ranks take the smallest value.
-const std::array<Setting, 23> kSettings = {{
+const std::array<Setting, 24> kSettings = {{
     {"HERD_FUSION_THRESHOLD", "4194304",
      "Most bytes packed into one fusion buffer; 0 turns fusion off, so every "
      "tensor is reduced on its own.",
@@ -446,6 +446,15 @@ const std::array<Setting, 23> kSettings = {{
      [](const char* variable, std::string_view text, Config* config) {
        if (text != "0" && text != "1") return bad_value(variable, text, "0 or 1");
        config->timeline_mark_cycles = text == "1";
+       return Status::ok();
+     },
+     kMayDiffer},
+    {"HERD_STATS", "0",
+     "1: every rank prints its counters (herd::stats(): operations, bytes and "
+     "times per collective and process set) to stderr at shutdown; 0: none.",
+     [](const char* variable, std::string_view text, Config* config) {
+       if (text != "0" && text != "1") return bad_value(variable, text, "0 or 1");
+       config->print_stats = text == "1";
        return Status::ok();
      },
      kMayDiffer},
