@@ -13,7 +13,9 @@
 #                    --communication async with a synchronous --kvstore and
 #                    sync with dist_async, dist_async without servers, a
 #                    2-bit threshold of 0, --slow-rank past the
-#                    workers, --resume without or with a corrupt checkpoint
+#                    workers, --resume without or with a corrupt checkpoint,
+#                    a --progress other than auto, always, never and a
+#                    negative --progress-interval
 #       kvstore_sync on RANKS ranks: every synchronous KVStore type against
 #                    the allreduce path (--kvstore horovod) as the
 #                    independent reference: local and device on 1 process,
@@ -157,6 +159,8 @@ case "$mode" in
     head -c 100 /dev/urandom >"$work/corrupt"
     expect_failure 2 "$work/corrupt" --epochs 1 --checkpoint "$work/corrupt" --resume
     expect_failure 1 "needs --checkpoint" --resume
+    expect_failure 1 "--progress: sometimes not in {auto,always,never}" --progress sometimes
+    expect_failure 1 "--progress-interval: Value -1 not in range" --progress-interval -1
     ;;
   kvstore_sync)
     common=(--epochs 2 --max-steps-per-epoch 20 --print-checksum --seed 7)
