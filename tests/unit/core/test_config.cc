@@ -60,6 +60,7 @@ std::set<std::string> differing_fields(const Config& a, const Config& b) {
   }
   if (a.timeline_path != b.timeline_path) fields.insert("timeline_path");
   if (a.timeline_mark_cycles != b.timeline_mark_cycles) fields.insert("timeline_mark_cycles");
+  if (a.print_stats != b.print_stats) fields.insert("print_stats");
   return fields;
 }
 
@@ -85,7 +86,8 @@ const std::set<std::string> kAllFields = {"fusion_threshold_bytes",
                                           "num_servers",
                                           "kvstore_bigarray_bound",
                                           "timeline_path",
-                                          "timeline_mark_cycles"};
+                                          "timeline_mark_cycles",
+                                          "print_stats"};
 
 void check_rejected(const std::string& variable, const std::string& value,
                     const std::string& expected) {
@@ -722,6 +724,16 @@ TEST_CASE("config: HERD_TIMELINE and HERD_TIMELINE_MARK_CYCLES", "[config]") {
   }
 }
 
+TEST_CASE("config: HERD_STATS", "[config]") {
+  Config config;
+  CHECK_FALSE(config.print_stats);
+  REQUIRE(read({{"HERD_STATS", "1"}}, &config).is_ok());
+  CHECK(config.print_stats);
+  REQUIRE(read({{"HERD_STATS", "0"}}, &config).is_ok());
+  CHECK_FALSE(config.print_stats);
+  for (const char* bad : {"2", "true", "on", "", " 1"}) check_rejected("HERD_STATS", bad, "0 or 1");
+}
+
 TEST_CASE("config: several bad values are reported together", "[config]") {
   Config config;
   Status status = read(
@@ -747,7 +759,7 @@ TEST_CASE("config: setting_docs covers every field exactly once", "[config]") {
       {"HERD_SHM_SINGLE_COPY", "off"},       {"HERD_ALLREDUCE_ALGORITHM", "ring"},
       {"HERD_COLLECTIVE_TIMEOUT", "4"},      {"HERD_NUM_SERVERS", "2"},
       {"HERD_KVSTORE_BIGARRAY_BOUND", "10"}, {"HERD_TIMELINE", "/tmp/timeline.json"},
-      {"HERD_TIMELINE_MARK_CYCLES", "1"}};
+      {"HERD_TIMELINE_MARK_CYCLES", "1"},    {"HERD_STATS", "1"}};
   std::vector<SettingDoc> docs = setting_docs();
   REQUIRE(docs.size() == non_default.size());
 
