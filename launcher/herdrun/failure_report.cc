@@ -67,7 +67,16 @@ std::optional<TaggedLine> parse_tagged_line(std::string_view line) {
   TaggedLine tagged;
   tagged.rank = *rank;
   tagged.is_stderr = rest.substr(0, close) == "stderr";
-  tagged.text = rest.substr(close + 2);
+  // Open MPI labels every piece a rank writes, not every line: a line
+  // written in pieces (unbuffered stderr) carries the label again where each
+  // piece begins.
+  const std::string_view label = line.substr(0, line.size() - rest.size() + close + 2);
+  std::string_view text = rest.substr(close + 2);
+  for (auto at = text.find(label); at != std::string_view::npos; at = text.find(label)) {
+    tagged.text.append(text.substr(0, at));
+    text.remove_prefix(at + label.size());
+  }
+  tagged.text.append(text);
   return tagged;
 }
 

@@ -14,11 +14,13 @@
 
 namespace herd::launcher {
 
-// A line as Open MPI's --tag-output writes it: "[1,R]<stderr>:text".
+// A line as Open MPI's --tag-output writes it: "[1,R]<stderr>:text", where
+// the text may hold the same label again wherever the rank's next write
+// began.
 struct TaggedLine {
   int rank = -1;
   bool is_stderr = false;
-  std::string_view text;
+  std::string text;  // without any label
 };
 
 // The rank, stream and text of a tagged line; nullopt for an untagged one

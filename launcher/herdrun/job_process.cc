@@ -66,6 +66,9 @@ JobResult run_job(const std::vector<std::string>& argv, FailureReport* report) {
   const pid_t child = ::fork();
   if (child < 0) throw std::runtime_error(std::string("herdrun: fork: ") + std::strerror(errno));
   if (child == 0) {
+    // herdrun ignores SIGPIPE (main.cc); mpirun gets the default back, which
+    // an ignored signal would otherwise keep across exec.
+    ::signal(SIGPIPE, SIG_DFL);
     ::dup2(out_pipe[1], STDOUT_FILENO);
     ::dup2(err_pipe[1], STDERR_FILENO);
     for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1], exec_pipe[0]}) ::close(fd);
@@ -75,6 +78,8 @@ JobResult run_job(const std::vector<std::string>& argv, FailureReport* report) {
     ::_exit(127);
   }
   g_child = child;
+  // A signal between fork and the line above found no child to pass it on to.
+  if (g_interrupted) ::kill(child, SIGTERM);
   for (int fd : {out_pipe[1], err_pipe[1], exec_pipe[1]}) ::close(fd);
 
   int exec_error = 0;

@@ -12,6 +12,7 @@
 // --max-restarts times with HERD_RESTART_COUNT counting the launches.
 // docs/launcher.md has the flags and the exit status.
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -172,7 +173,7 @@ int launch(const LaunchOptions& options, std::vector<Host> hosts) {
                   << " launches (--max-restarts " << options.max_restarts << ").";
       }
       std::cerr << std::endl;
-      return result.exit_status > 255 ? 1 : result.exit_status;
+      return result.exit_status;
     }
     std::cerr << "herdrun: restart " << launch + 1 << " of " << options.max_restarts << ": "
               << without_lead(summary) << std::endl;
@@ -312,4 +313,9 @@ int run(int argc, char** argv) {
 }  // namespace
 }  // namespace herd::launcher
 
-int main(int argc, char** argv) { return herd::launcher::run(argc, argv); }
+int main(int argc, char** argv) {
+  // A closed stdout (herdrun ... | head) must not end herdrun before mpirun:
+  // the relay drops what it cannot write and the job runs to its end.
+  std::signal(SIGPIPE, SIG_IGN);
+  return herd::launcher::run(argc, argv);
+}

@@ -1,6 +1,7 @@
 #include "launcher/herdrun/output_relay.h"
 
 #include <cerrno>
+#include <utility>
 
 #include <unistd.h>
 
@@ -42,14 +43,14 @@ void OutputRelay::finish() {
 }
 
 void OutputRelay::emit(std::string_view line, bool newline) {
-  std::string_view shown = line;
+  std::string out;
   if (auto tagged = parse_tagged_line(line)) {
     report_->rank_line(tagged->rank, tagged->is_stderr, tagged->text);
-    shown = tagged->text;
+    out = std::move(tagged->text);
   } else {
     report_->mpirun_line(line);
+    out = std::string(line);
   }
-  std::string out(shown);
   if (newline) out += '\n';
   write_all(fd_, out);
 }

@@ -14,6 +14,7 @@
 //   kill          rank 1 writes one line to stderr and sends itself SIGKILL
 //   fail-until K  while HERD_RESTART_COUNT < K rank 1 writes an error line and
 //                 exits with status 3; from the K-th restart on, as ok
+//   sleep         every rank sleeps 120 s (the test interrupts herdrun)
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -44,7 +45,7 @@ void allreduce_rank_sum() {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: herdrun_worker ok|throw|kill|fail-until K\n");
+    std::fprintf(stderr, "usage: herdrun_worker ok|throw|kill|fail-until K|sleep\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -75,6 +76,7 @@ int main(int argc, char** argv) {
     std::fflush(stderr);
     std::_Exit(3);
   }
+  if (mode == "sleep") ::sleep(120);
   allreduce_rank_sum();
   herd::shutdown();
   return 0;

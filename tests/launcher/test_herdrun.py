@@ -13,7 +13,9 @@ _PYTHON (the version, empty when built without), HERDRUN_EXPECT_PYTHON_EXE.
 
 import os
 import re
+import signal
 import subprocess
+import time
 
 import pytest
 
@@ -111,6 +113,59 @@ def test_max_restarts_gives_up_with_the_last_failure():
     line = summary_line(result.stderr)
     assert "Its first error line: herdrun_worker rank 1: error on launch 1" in line, line
     assert line.endswith("It was the last of 2 launches (--max-restarts 1)."), line
+
+
+def test_hosts_and_hostfiles_place_the_ranks(tmp_path):
+    result = herdrun("-np", "2", "-H", "localhost:2", "--verbose", WORKER, "ok")
+    assert result.returncode == 0, result.stderr
+    assert "-H localhost:2" in result.stderr
+    assert "rank 1 sum 3" in result.stdout.splitlines()
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("# one machine\nlocalhost slots=2\n")
+    result = herdrun("-np", "2", "-hostfile", str(hostfile), "--verbose", WORKER, "ok")
+    assert result.returncode == 0, result.stderr
+    assert "-H localhost:2" in result.stderr
+    assert "rank 0 sum 3" in result.stdout.splitlines()
+
+
+def worker_processes():
+    """The pids of herdrun_worker processes in sleep mode."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                words = cmdline.read().split(b"\0")
+        except OSError:
+            continue
+        if words[0] == WORKER.encode() and b"sleep" in words[1:]:
+            pids.append(int(entry))
+    return pids
+
+
+def test_an_interrupted_herdrun_ends_the_job_without_a_restart():
+    environment = {k: v for k, v in os.environ.items()
+                   if not k.startswith(("HERD_", "HOROVOD_"))}
+    process = subprocess.Popen([HERDRUN, "-np", "2", "--max-restarts", "3", WORKER, "sleep"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=environment)
+    try:
+        started = [process.stdout.readline() for _ in range(2)]
+        assert all(line.startswith("rank ") for line in started), started
+        process.send_signal(signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode != 0
+    assert "herdrun: interrupted; no restart." in stderr, stderr
+    assert "herdrun: restart" not in stderr, stderr
+    # Every rank is gone (mpirun ends them as it goes).
+    deadline = time.monotonic() + 30
+    while worker_processes() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert worker_processes() == []
 
 
 def test_bad_command_lines_are_refused_before_a_launch():

@@ -37,6 +37,12 @@ TEST_CASE("tagged lines: rank, stream and text") {
   CHECK(line->rank == 0);
   CHECK_FALSE(line->is_stderr);
   CHECK(line->text.empty());
+  // A line written in pieces: each piece labelled.
+  line = parse_tagged_line(
+      "[1,1]<stderr>:terminate called after throwing an instance of '[1,1]<stderr>:"
+      "std::runtime_error[1,1]<stderr>:'[1,1]<stderr>:");
+  REQUIRE(line);
+  CHECK(line->text == "terminate called after throwing an instance of 'std::runtime_error'");
   CHECK_FALSE(parse_tagged_line("[herd 1] ERROR: x"));
   CHECK_FALSE(parse_tagged_line("--------------------"));
   CHECK_FALSE(parse_tagged_line("[1,2]stderr:x"));
