@@ -53,36 +53,8 @@ bool reads_as_error(std::string_view text) {
 
 }  // namespace
 
-std::optional<TaggedLine> parse_tagged_line(std::string_view line) {
-  // "[1,R]<stream>:text"
-  if (line.empty() || line.front() != '[') return std::nullopt;
-  std::string_view rest = line.substr(1);
-  if (!read_int(&rest) || rest.empty() || rest.front() != ',') return std::nullopt;
-  rest.remove_prefix(1);
-  const auto rank = read_int(&rest);
-  if (!rank || rest.substr(0, 2) != "]<") return std::nullopt;
-  rest.remove_prefix(2);
-  const auto close = rest.find(">:");
-  if (close == std::string_view::npos) return std::nullopt;
-  TaggedLine tagged;
-  tagged.rank = *rank;
-  tagged.is_stderr = rest.substr(0, close) == "stderr";
-  // Open MPI labels every piece a rank writes, not every line: a line
-  // written in pieces (unbuffered stderr) carries the label again where each
-  // piece begins.
-  const std::string_view label = line.substr(0, line.size() - rest.size() + close + 2);
-  std::string_view text = rest.substr(close + 2);
-  for (auto at = text.find(label); at != std::string_view::npos; at = text.find(label)) {
-    tagged.text.append(text.substr(0, at));
-    text.remove_prefix(at + label.size());
-  }
-  tagged.text.append(text);
-  return tagged;
-}
-
-void FailureReport::rank_line(int rank, bool is_stderr, std::string_view text) {
+void FailureReport::rank_line(int rank, std::string_view text) {
   ++lines_seen_;
-  if (!is_stderr) return;
   RankOutput& output = ranks_[rank];
   if (!output.error_line.empty()) return;
   const std::string_view line = trim(text);

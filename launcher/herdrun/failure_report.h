@@ -1,10 +1,11 @@
-// Which rank of a failed job failed first, and why, from what mpirun printed:
-// the ranks' lines (labelled by --tag-output) and mpirun's own report ("The
-// first process to do so was: Process name: [[j,1],R] Exit code: C", "process
-// rank R ... exited on signal S (Name)", "MPI_ABORT was invoked on rank R").
+// Which rank of a failed job failed first, and why: from mpirun's own report
+// on its stderr ("The first process to do so was: Process name: [[j,1],R]
+// Exit code: C", "process rank R ... exited on signal S (Name)", "MPI_ABORT
+// was invoked on rank R") and from what each rank wrote to its stderr
+// (rank_logs.h reads it from the files of mpirun's --output-filename).
 //
-// Fed line by line while the job runs (output_relay.h), asked once it has
-// ended; one per launch.
+// Fed line by line while the job runs, asked once it has ended; one per
+// launch.
 #pragma once
 
 #include <map>
@@ -14,23 +15,10 @@
 
 namespace herd::launcher {
 
-// A line as Open MPI's --tag-output writes it: "[1,R]<stderr>:text", where
-// the text may hold the same label again wherever the rank's next write
-// began.
-struct TaggedLine {
-  int rank = -1;
-  bool is_stderr = false;
-  std::string text;  // without any label
-};
-
-// The rank, stream and text of a tagged line; nullopt for an untagged one
-// (mpirun's own messages).
-std::optional<TaggedLine> parse_tagged_line(std::string_view line);
-
 class FailureReport {
  public:
-  // One line of a rank (without its label).
-  void rank_line(int rank, bool is_stderr, std::string_view text);
+  // One line a rank wrote to its stderr.
+  void rank_line(int rank, std::string_view text);
   // One line mpirun wrote itself.
   void mpirun_line(std::string_view line);
 

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 
 #include <fcntl.h>
@@ -13,9 +14,14 @@
 #include <unistd.h>
 
 #include "launcher/herdrun/output_relay.h"
+#include "launcher/herdrun/rank_logs.h"
 
 namespace herd::launcher {
 namespace {
+
+// How often the ranks' stderr files are read while the job runs: the order
+// in which ranks' errors are seen is known to about this.
+constexpr int kRankLogPollMs = 200;
 
 // The running mpirun, for the signal handler; 0 when there is none.
 volatile sig_atomic_t g_child = 0;
@@ -49,12 +55,12 @@ class SignalForwarding {
 
 }  // namespace
 
-JobResult run_job(const std::vector<std::string>& argv, FailureReport* report) {
-  int out_pipe[2];
+JobResult run_job(const std::vector<std::string>& argv, const std::string& output_dir,
+                  FailureReport* report) {
   int err_pipe[2];
   // Written by the child when exec fails: errno's value.
   int exec_pipe[2];
-  if (::pipe(out_pipe) != 0 || ::pipe(err_pipe) != 0 || ::pipe2(exec_pipe, O_CLOEXEC) != 0) {
+  if (::pipe(err_pipe) != 0 || ::pipe2(exec_pipe, O_CLOEXEC) != 0) {
     throw std::runtime_error(std::string("herdrun: pipe: ") + std::strerror(errno));
   }
   std::vector<char*> args;
@@ -69,9 +75,8 @@ JobResult run_job(const std::vector<std::string>& argv, FailureReport* report) {
     // herdrun ignores SIGPIPE (main.cc); mpirun gets the default back, which
     // an ignored signal would otherwise keep across exec.
     ::signal(SIGPIPE, SIG_DFL);
-    ::dup2(out_pipe[1], STDOUT_FILENO);
     ::dup2(err_pipe[1], STDERR_FILENO);
-    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1], exec_pipe[0]}) ::close(fd);
+    for (int fd : {err_pipe[0], err_pipe[1], exec_pipe[0]}) ::close(fd);
     ::execvp(args[0], args.data());
     const int error = errno;
     [[maybe_unused]] auto ignored = ::write(exec_pipe[1], &error, sizeof error);
@@ -80,7 +85,7 @@ JobResult run_job(const std::vector<std::string>& argv, FailureReport* report) {
   g_child = child;
   // A signal between fork and the line above found no child to pass it on to.
   if (g_interrupted) ::kill(child, SIGTERM);
-  for (int fd : {out_pipe[1], err_pipe[1], exec_pipe[1]}) ::close(fd);
+  for (int fd : {err_pipe[1], exec_pipe[1]}) ::close(fd);
 
   int exec_error = 0;
   ssize_t got;
@@ -91,44 +96,34 @@ JobResult run_job(const std::vector<std::string>& argv, FailureReport* report) {
   if (got == sizeof exec_error) {
     ::waitpid(child, nullptr, 0);
     g_child = 0;
-    ::close(out_pipe[0]);
     ::close(err_pipe[0]);
     throw std::runtime_error("herdrun: cannot run " + argv[0] + ": " + std::strerror(exec_error));
   }
 
-  OutputRelay out(STDOUT_FILENO, report);
-  OutputRelay err(STDERR_FILENO, report);
-  std::array<pollfd, 2> fds = {{{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}}};
-  std::array<OutputRelay*, 2> relays = {&out, &err};
-  int open = 2;
+  OutputRelay relay(STDERR_FILENO, report);
+  std::optional<RankLogs> rank_logs;
+  if (!output_dir.empty()) rank_logs.emplace(output_dir);
+  pollfd fd = {err_pipe[0], POLLIN, 0};
   char buffer[1 << 16];
-  while (open > 0) {
-    if (::poll(fds.data(), fds.size(), -1) < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    for (size_t i = 0; i < fds.size(); ++i) {
-      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
-      const ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        relays[i]->finish();
-        ::close(fds[i].fd);
-        fds[i].fd = -1;
-        --open;
-        continue;
-      }
-      relays[i]->consume(std::string_view(buffer, static_cast<size_t>(n)));
-    }
+  while (true) {
+    // Wakes for mpirun's stderr, and every kRankLogPollMs for the ranks'.
+    const int ready = ::poll(&fd, 1, kRankLogPollMs);
+    if (rank_logs) rank_logs->poll(report);
+    if (ready < 0 && errno != EINTR) break;
+    if (ready <= 0) continue;
+    const ssize_t n = ::read(fd.fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    relay.consume(std::string_view(buffer, static_cast<size_t>(n)));
   }
-  for (const auto& fd : fds) {
-    if (fd.fd >= 0) ::close(fd.fd);
-  }
+  relay.finish();
+  ::close(fd.fd);
 
   int status = 0;
   while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
   g_child = 0;
+  if (rank_logs) rank_logs->poll(report, /*final=*/true);
   JobResult result;
   result.interrupted = g_interrupted != 0;
   if (WIFEXITED(status)) {

@@ -12,8 +12,12 @@
 // --max-restarts times with HERD_RESTART_COUNT counting the launches.
 // docs/launcher.md has the flags and the exit status.
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <set>
@@ -22,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -138,6 +143,35 @@ void print_check_build() {
       or_none(info::kTorchVersion, "no").c_str());
 }
 
+// A fresh directory for one launch's copies of the ranks' output
+// (--output-filename), removed with everything in it when the launch ends.
+// Under $TMPDIR, else /tmp; empty (no copies, so no error lines in the
+// failure summary) when it cannot be made, which herdrun says.
+class ScratchDirectory {
+ public:
+  ScratchDirectory() {
+    const char* tmpdir = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/herdrun.XXXXXX";
+    if (::mkdtemp(pattern.data()) != nullptr) {
+      path_ = pattern;
+    } else {
+      std::cerr << "herdrun: cannot make a directory " << pattern << " (" << std::strerror(errno)
+                << "); the failure summary will lack the ranks' error lines\n";
+    }
+  }
+  ~ScratchDirectory() {
+    std::error_code ignored;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
+  }
+  ScratchDirectory(const ScratchDirectory&) = delete;
+  ScratchDirectory& operator=(const ScratchDirectory&) = delete;
+
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 // The failure summary without its "herdrun: " lead, for a restart line.
 std::string without_lead(const std::string& summary) {
   const std::string lead = "herdrun: ";
@@ -153,13 +187,15 @@ int launch(const LaunchOptions& options, std::vector<Host> hosts) {
   context.hosts = std::move(hosts);
   for (int launch = 0;; ++launch) {
     context.restart_count = launch;
+    const ScratchDirectory output;
+    context.output_dir = output.path();
     const MpirunCommand command = build_mpirun_command(options, context);
     if (launch == 0) {
       for (const auto& note : command.notes) std::cerr << note << "\n";
     }
     if (options.verbose) std::cerr << "herdrun: " << shell_join(command.argv) << std::endl;
     FailureReport report;
-    const JobResult result = run_job(command.argv, &report);
+    const JobResult result = run_job(command.argv, output.path(), &report);
     if (result.exit_status == 0) return 0;
     const std::string summary = report.summary(result.exit_status);
     if (result.interrupted) {

@@ -116,7 +116,10 @@ MpirunCommand build_mpirun_command(const LaunchOptions& options, const LaunchCon
   } else {
     for (auto& word : split_words(options.binding_args)) argv.push_back(std::move(word));
   }
-  argv.push_back("--tag-output");
+  if (!context.output_dir.empty()) {
+    argv.push_back("--output-filename");
+    argv.push_back(context.output_dir);
+  }
 
   Environment settings = herd_settings(options);
   settings.emplace_back("HERD_RESTART_COUNT", std::to_string(context.restart_count));

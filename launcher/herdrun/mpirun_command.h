@@ -5,10 +5,12 @@
 // The command is Open MPI's (herd is built and tested with it):
 //   mpirun [--allow-run-as-root] [--oversubscribe] -np N [-H hosts]
 //          --bind-to none --map-by slot | BINDING_ARGS
-//          --tag-output -x NAME ... -x NAME=value ... [MPI_ARGS] COMMAND...
-// --tag-output labels every line with its rank, which the failure summary
-// (failure_report.h) needs; herdrun takes the labels off again before the
-// lines reach the user.
+//          [--output-filename DIR] -x NAME ... -x NAME=value ... [MPI_ARGS]
+//          COMMAND...
+// --output-filename keeps a copy of each rank's output in DIR/<job>/rank.<R>/
+// (the terminal still gets it all), where the failure summary finds each
+// rank's stderr (rank_logs.h). Open MPI's --tag-output would label the lines
+// instead, but drops lines of a rank that writes many.
 #pragma once
 
 #include <string>
@@ -30,6 +32,7 @@ struct LaunchContext {
   Environment environment;        // herdrun's own environment
   std::vector<Host> hosts;        // from -H or --hostfile; empty: this machine
   int restart_count = 0;          // HERD_RESTART_COUNT of this launch
+  std::string output_dir;         // --output-filename; empty: none
 };
 
 struct MpirunCommand {

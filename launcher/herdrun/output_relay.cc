@@ -1,7 +1,6 @@
 #include "launcher/herdrun/output_relay.h"
 
 #include <cerrno>
-#include <utility>
 
 #include <unistd.h>
 
@@ -19,40 +18,20 @@ void write_all(int fd, std::string_view bytes) {
 }
 
 void OutputRelay::consume(std::string_view bytes) {
-  while (!bytes.empty()) {
-    const auto newline = bytes.find('\n');
-    if (newline == std::string_view::npos) {
-      partial_.append(bytes);
-      return;
-    }
-    if (partial_.empty()) {
-      emit(bytes.substr(0, newline), true);
-    } else {
-      partial_.append(bytes.substr(0, newline));
-      emit(partial_, true);
-      partial_.clear();
-    }
+  write_all(fd_, bytes);
+  for (auto newline = bytes.find('\n'); newline != std::string_view::npos;
+       newline = bytes.find('\n')) {
+    partial_.append(bytes.substr(0, newline));
+    report_->mpirun_line(partial_);
+    partial_.clear();
     bytes.remove_prefix(newline + 1);
   }
+  partial_.append(bytes);
 }
 
 void OutputRelay::finish() {
-  if (partial_.empty()) return;
-  emit(partial_, false);
+  if (!partial_.empty()) report_->mpirun_line(partial_);
   partial_.clear();
-}
-
-void OutputRelay::emit(std::string_view line, bool newline) {
-  std::string out;
-  if (auto tagged = parse_tagged_line(line)) {
-    report_->rank_line(tagged->rank, tagged->is_stderr, tagged->text);
-    out = std::move(tagged->text);
-  } else {
-    report_->mpirun_line(line);
-    out = std::string(line);
-  }
-  if (newline) out += '\n';
-  write_all(fd_, out);
 }
 
 }  // namespace herd::launcher

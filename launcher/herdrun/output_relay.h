@@ -1,6 +1,7 @@
-// Passes mpirun's output on to herdrun's own stdout or stderr line by line,
-// with --tag-output's rank labels taken off, and shows every line to the
-// failure report.
+// Passes mpirun's stderr on to herdrun's own as it comes, and shows each of
+// its lines to the failure report, which looks there for mpirun's account of
+// the first rank that failed. (The ranks' stdout reaches herdrun's stdout
+// straight from mpirun.)
 #pragma once
 
 #include <string>
@@ -12,20 +13,19 @@ namespace herd::launcher {
 
 class OutputRelay {
  public:
-  // `fd`: where the lines go (1 or 2); `report` outlives the relay.
+  // `fd`: where the bytes go; `report` outlives the relay.
   OutputRelay(int fd, FailureReport* report) : fd_(fd), report_(report) {}
 
-  // Bytes as read from mpirun's pipe; complete lines go out at once.
+  // Bytes as read from mpirun's pipe: written out at once, complete lines
+  // shown to the report.
   void consume(std::string_view bytes);
-  // The pipe has closed: a last line without its newline goes out too.
+  // The pipe has closed: a last line without its newline is shown too.
   void finish();
 
  private:
-  void emit(std::string_view line, bool newline);
-
   int fd_;
   FailureReport* report_;
-  std::string partial_;
+  std::string partial_;  // the start of a line not yet complete
 };
 
 // Writes all of `bytes` to `fd`, retrying short writes and EINTR; errors

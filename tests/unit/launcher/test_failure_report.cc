@@ -1,24 +1,28 @@
-// The failure summary from mpirun's output as Open MPI 4.1 writes it, line
-// for line: a rank that exits with an error, one killed by a signal, one that
-// calls MPI_Abort, a C++ exception and a Python traceback, and the labels of
-// --tag-output taken off what the user sees.
+// The failure summary from mpirun's messages as Open MPI 4.1 writes them,
+// line for line, and the ranks' stderr lines: a rank that exits with an
+// error, one killed by a signal, one that calls MPI_Abort, a C++ exception
+// and a Python traceback.
+#include <cstdio>
 #include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
 
 #include "launcher/herdrun/failure_report.h"
-#include "launcher/herdrun/output_relay.h"
 
 namespace herd::launcher {
 namespace {
 
-// Feeds `lines` as mpirun's stderr would carry them.
+// Feeds `lines` in their order: "rank R: text" as rank R's stderr line,
+// anything else as a line of mpirun's own.
 FailureReport report_of(const std::vector<std::string>& lines) {
   FailureReport report;
   for (const auto& line : lines) {
-    if (auto tagged = parse_tagged_line(line)) {
-      report.rank_line(tagged->rank, tagged->is_stderr, tagged->text);
+    int rank = -1;
+    int prefix = 0;
+    // "%d:%n" and one space: the text's own leading blanks stay.
+    if (std::sscanf(line.c_str(), "rank %d:%n", &rank, &prefix) == 1 && prefix > 0) {
+      report.rank_line(rank, line.substr(static_cast<size_t>(prefix) + 1));
     } else {
       report.mpirun_line(line);
     }
@@ -26,34 +30,11 @@ FailureReport report_of(const std::vector<std::string>& lines) {
   return report;
 }
 
-TEST_CASE("tagged lines: rank, stream and text") {
-  auto line = parse_tagged_line("[1,3]<stderr>:boom: it failed");
-  REQUIRE(line);
-  CHECK(line->rank == 3);
-  CHECK(line->is_stderr);
-  CHECK(line->text == "boom: it failed");
-  line = parse_tagged_line("[12,0]<stdout>:");
-  REQUIRE(line);
-  CHECK(line->rank == 0);
-  CHECK_FALSE(line->is_stderr);
-  CHECK(line->text.empty());
-  // A line written in pieces: each piece labelled.
-  line = parse_tagged_line(
-      "[1,1]<stderr>:terminate called after throwing an instance of '[1,1]<stderr>:"
-      "std::runtime_error[1,1]<stderr>:'[1,1]<stderr>:");
-  REQUIRE(line);
-  CHECK(line->text == "terminate called after throwing an instance of 'std::runtime_error'");
-  CHECK_FALSE(parse_tagged_line("[herd 1] ERROR: x"));
-  CHECK_FALSE(parse_tagged_line("--------------------"));
-  CHECK_FALSE(parse_tagged_line("[1,2]stderr:x"));
-}
-
 TEST_CASE("a rank that exits with an error code") {
   const auto report = report_of({
-      "[1,0]<stdout>:step 1",
-      "[1,1]<stderr>:[herd 1] WARN: HERD_FOO is not a setting; an error?",
-      "[1,1]<stderr>:RuntimeError: allreduce 'grad/fc1': shape mismatch",
-      "[1,0]<stderr>:allreduce 'grad/fc1': error from rank 1",
+      "rank 1: [herd 1] WARN: HERD_FOO is not a setting; an error?",
+      "rank 1: RuntimeError: allreduce 'grad/fc1': shape mismatch",
+      "rank 0: allreduce 'grad/fc1': error from rank 1",
       "--------------------------------------------------------------------------",
       "mpirun detected that one or more processes exited with non-zero status, thus causing",
       "the job to be terminated. The first process to do so was:",
@@ -71,8 +52,8 @@ TEST_CASE("a rank that exits with an error code") {
 
 TEST_CASE("a rank killed by a signal, whose peer's error came first") {
   const auto report = report_of({
-      "[1,0]<stderr>:[herd 0] ERROR: a peer is gone",
-      "[1,1]<stderr>:about to fail",
+      "rank 0: [herd 0] ERROR: a peer is gone",
+      "rank 1: about to fail",
       "mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 9 (Killed).",
   });
   // mpirun's word wins over the order of the error lines.
@@ -84,8 +65,8 @@ TEST_CASE("a rank killed by a signal, whose peer's error came first") {
 
 TEST_CASE("a C++ exception that ends a rank") {
   const auto report = report_of({
-      "[1,2]<stderr>:terminate called after throwing an instance of 'herd::Error'",
-      "[1,2]<stderr>:  what():  allreduce 'w': dtype mismatch",
+      "rank 2: terminate called after throwing an instance of 'herd::Error'",
+      "rank 2:   what():  allreduce 'w': dtype mismatch",
       "mpirun noticed that process rank 2 with PID 0 on node vm exited on signal 6 (Aborted).",
   });
   CHECK(report.first_error_line(2) ==
@@ -97,10 +78,10 @@ TEST_CASE("a C++ exception that ends a rank") {
 
 TEST_CASE("a Python traceback gives its exception's line") {
   const auto report = report_of({
-      "[1,1]<stderr>:Traceback (most recent call last):",
-      "[1,1]<stderr>:  File \"train.py\", line 3, in <module>",
-      "[1,1]<stderr>:    raise ValueError('bad batch')",
-      "[1,1]<stderr>:ValueError: bad batch",
+      "rank 1: Traceback (most recent call last):",
+      "rank 1:   File \"train.py\", line 3, in <module>",
+      "rank 1:     raise ValueError('bad batch')",
+      "rank 1: ValueError: bad batch",
       "  Process name: [[5,1],1]",
       "  Exit code:    1",
   });
@@ -110,7 +91,7 @@ TEST_CASE("a Python traceback gives its exception's line") {
 
 TEST_CASE("MPI_Abort, and a failure mpirun does not attribute") {
   const auto aborted = report_of({
-      "[1,0]<stderr>:fatal: no data",
+      "rank 0: fatal: no data",
       "MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD with errorcode 5.",
   });
   CHECK(aborted.first_failed_rank() == 0);
@@ -119,28 +100,27 @@ TEST_CASE("MPI_Abort, and a failure mpirun does not attribute") {
 
   // Without mpirun's word the first error line decides.
   const auto unattributed = report_of({
-      "[1,1]<stderr>:loading",
-      "[1,0]<stdout>:error in the output is not an error line",
-      "[1,3]<stderr>:Segmentation fault",
-      "[1,1]<stderr>:Error: late",
+      "rank 1: loading",
+      "rank 3: Segmentation fault",
+      "rank 1: Error: late",
   });
   CHECK(unattributed.first_failed_rank() == 3);
   CHECK(unattributed.summary(1) ==
         "herdrun: the job failed (mpirun exited with status 1). Rank 3 failed first. Its first "
         "error line: Segmentation fault");
 
-  const auto silent = report_of({"[1,0]<stdout>:done"});
+  const auto silent = report_of({"Primary job  terminated normally, but 1 process returned"});
   CHECK_FALSE(silent.first_failed_rank());
   CHECK(silent.summary(1).find("No rank wrote an error line") != std::string::npos);
 }
 
 TEST_CASE("a rank that failed without an error line: its first stderr line, or none") {
   const auto report = report_of({
-      "[1,1]<stderr>:[herd 1] WARN: herd::init: HERD_X is not a herd setting and is ignored",
-      "[1,1]<stderr>:loading shard 3",
+      "rank 1: [herd 1] WARN: herd::init: HERD_X is not a herd setting and is ignored",
+      "rank 1: loading shard 3",
       "  Process name: [[5,1],1]",
       "  Exit code:    2",
-      "[1,0]<stderr>:unrelated",
+      "rank 0: unrelated",
   });
   CHECK(report.summary(2).find("Its first error line: loading shard 3") != std::string::npos);
   const auto quiet = report_of({"  Process name: [[5,1],0]", "  Exit code:    2"});

@@ -34,7 +34,7 @@ Words concat(std::initializer_list<Words> parts) {
   return all;
 }
 
-const Words kBinding = {"--bind-to", "none", "--map-by", "slot", "--tag-output"};
+const Words kBinding = {"--bind-to", "none", "--map-by", "slot"};
 
 TEST_CASE("herdrun's mpirun command, flag by flag") {
   struct Row {
@@ -73,6 +73,8 @@ TEST_CASE("herdrun's mpirun command, flag by flag") {
   hosts.hosts = {{"a", 2}, {"b", 2}};
   LaunchContext few_slots = machine(64);
   few_slots.hosts = {{"a", 1}, {"b", 1}};
+  LaunchContext with_output = machine(2);
+  with_output.output_dir = "/tmp/herdrun.abc";
   LaunchContext restarted = machine(2);
   restarted.restart_count = 3;
 
@@ -133,8 +135,14 @@ TEST_CASE("herdrun's mpirun command, flag by flag") {
       {"--binding-args replace the default",
        bound,
        machine(2),
-       {"/usr/bin/mpirun", "-np", "2", "--bind-to", "core", "--tag-output", "-x",
-        "HERD_RESTART_COUNT=0", "python3", "train.py"},
+       {"/usr/bin/mpirun", "-np", "2", "--bind-to", "core", "-x", "HERD_RESTART_COUNT=0", "python3",
+        "train.py"},
+       0},
+      {"a directory for the ranks' output", plain, with_output,
+       concat({{"/usr/bin/mpirun", "-np", "2"},
+               kBinding,
+               {"--output-filename", "/tmp/herdrun.abc", "-x", "HERD_RESTART_COUNT=0", "python3",
+                "train.py"}}),
        0},
       {"hosts", plain, hosts,
        concat({{"/usr/bin/mpirun", "-np", "2", "-H", "a:2,b:2"},
