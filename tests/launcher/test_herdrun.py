@@ -1,10 +1,10 @@
 """herdrun's real launches at 2 ranks (ctest runs this file with pytest; see
 tests/launcher/CMakeLists.txt): the flags reach every rank as HERD_*
-variables, the output comes without mpirun's rank labels, a failed job ends
-with the summary naming the first failed rank and its first error line (a
-rank that throws, a rank killed by a signal), --max-restarts relaunches with
-HERD_RESTART_COUNT counting, and --check-build reports this build's
-configuration.
+variables, every byte of the output arrives, a failed job ends with the
+summary naming the first failed rank and its first error line (a rank that
+throws, a rank killed by a signal), --max-restarts relaunches with
+HERD_RESTART_COUNT counting, an interrupted herdrun ends the job without a
+restart, and --check-build reports this build's configuration.
 
 Environment: HERDRUN (the program), HERDRUN_WORKER (herdrun_worker), and the
 build's configuration as CMake knows it: HERDRUN_EXPECT_CUDA, _NCCL,
