@@ -1,8 +1,8 @@
 #include "launcher/herdrun/job_process.h"
 
 #include <array>
-#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstring>
 #include <optional>
@@ -105,10 +105,15 @@ JobResult run_job(const std::vector<std::string>& argv, const std::string& outpu
   if (!output_dir.empty()) rank_logs.emplace(output_dir);
   pollfd fd = {err_pipe[0], POLLIN, 0};
   char buffer[1 << 16];
+  auto last_rank_poll = std::chrono::steady_clock::now();
   while (true) {
     // Wakes for mpirun's stderr, and every kRankLogPollMs for the ranks'.
     const int ready = ::poll(&fd, 1, kRankLogPollMs);
-    if (rank_logs) rank_logs->poll(report);
+    const auto now = std::chrono::steady_clock::now();
+    if (rank_logs && now - last_rank_poll >= std::chrono::milliseconds(kRankLogPollMs)) {
+      rank_logs->poll(report);
+      last_rank_poll = now;
+    }
     if (ready < 0 && errno != EINTR) break;
     if (ready <= 0) continue;
     const ssize_t n = ::read(fd.fd, buffer, sizeof buffer);
