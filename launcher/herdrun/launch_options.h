@@ -30,6 +30,8 @@ struct LaunchOptions {
   bool timeline_mark_cycles = false;
   bool autotune = false;
   std::optional<std::string> autotune_log_file;
+  std::optional<int64_t> autotune_warmup_samples;
+  std::optional<int64_t> autotune_steps_per_sample;
   std::optional<double> stall_check_seconds;
   std::optional<double> stall_shutdown_seconds;
   bool no_stall_check = false;

@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <set>
 #include <sstream>
 #include <string>
@@ -62,10 +63,25 @@ const std::set<std::string> kFlagsWithValue = {"--num-proc",
                                                "--cache-capacity",
                                                "--timeline-filename",
                                                "--autotune-log-file",
+                                               "--autotune-warmup-samples",
+                                               "--autotune-steps-per-sample",
                                                "--stall-check-seconds",
                                                "--stall-check-warning-time-seconds",
                                                "--stall-check-shutdown-time-seconds",
                                                "--log-level"};
+
+// A number that is 0 or more, saying so in words (CLI11's own check prints
+// the largest double).
+const CLI::Validator kNonNegative(
+    [](std::string& text) {
+      char* end = nullptr;
+      const double value = std::strtod(text.c_str(), &end);
+      if (end == text.c_str() || *end != '\0' || !(value >= 0)) {
+        return "must be a number, 0 or more (got " + text + ")";
+      }
+      return std::string();
+    },
+    "NONNEGATIVE");
 
 std::vector<std::string> herdrun_words(int argc, char** argv) {
   std::vector<std::string> words(argv + 1, argv + argc);
@@ -222,13 +238,14 @@ int run(int argc, char** argv) {
   CLI::App app{
       "herdrun: runs COMMAND as a herd job of N ranks under mpirun, with horovodrun's flags.\n"
       "Each flag for herd sets the HERD_* variable named in its help on every rank."};
+  app.name("herdrun");
   app.prefix_command();
   app.set_version_flag("-v,--version", std::string("herdrun (herd) ") + build_info::kHerdVersion);
   app.add_flag("--check-build", check_build,
                "Print what this herd was built with (MPI, CUDA, NCCL, Python, PyTorch) and exit "
                "(also -cb)");
   auto* np = app.add_option("--num-proc", options.num_proc,
-                            "-np N: the number of worker ranks (also --num-proc)");
+                            "The number of worker ranks (also -np N); required");
   auto* hosts_option =
       app.add_option("-H,--hosts", options.hosts, "Hosts and their slots: host1:2,host2:2");
   app.add_option("--hostfile", options.hostfile,
@@ -238,7 +255,7 @@ int run(int argc, char** argv) {
   app.add_option("--num-servers", options.num_servers,
                  "Parameter-server ranks for dist_async KVStores, started after the -np workers "
                  "(HERD_NUM_SERVERS)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   app.add_flag("--oversubscribe", options.oversubscribe,
                "Let ranks outnumber the cores (added anyway when -np exceeds them)");
   app.add_option("--mpi-args", options.mpi_args,
@@ -248,21 +265,21 @@ int run(int argc, char** argv) {
   app.add_option("--max-restarts", options.max_restarts,
                  "Relaunch a failed job up to N times; each launch gets HERD_RESTART_COUNT "
                  "(0, 1, ...)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   app.add_flag("--verbose", options.verbose, "Print the mpirun command before running it");
 
   const char* tuning = "Tuneable parameters";
   app.add_option("--fusion-threshold-mb", options.fusion_threshold_mb,
                  "Fusion buffer size in MiB (HERD_FUSION_THRESHOLD, in bytes)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(kNonNegative)
       ->group(tuning);
   app.add_option("--cycle-time-ms", options.cycle_time_ms,
                  "Background loop cycle time in milliseconds (HERD_CYCLE_TIME)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(kNonNegative)
       ->group(tuning);
   app.add_option("--cache-capacity", options.cache_capacity,
                  "Response cache capacity in tensor names; 0 turns it off (HERD_CACHE_CAPACITY)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(kNonNegative)
       ->group(tuning);
   app.add_flag("--hierarchical-allreduce", options.hierarchical_allreduce,
                "GPU allreduce within each machine, then across (HERD_HIERARCHICAL_ALLREDUCE=1)")
@@ -272,6 +289,14 @@ int run(int argc, char** argv) {
       ->group(tuning);
   app.add_option("--autotune-log-file", options.autotune_log_file,
                  "CSV file of the autotuning trials (HERD_AUTOTUNE_LOG)")
+      ->group(tuning);
+  app.add_option("--autotune-warmup-samples", options.autotune_warmup_samples,
+                 "Samples autotuning drops before its first trial (HERD_AUTOTUNE_WARMUP_SAMPLES)")
+      ->check(kNonNegative)
+      ->group(tuning);
+  app.add_option("--autotune-steps-per-sample", options.autotune_steps_per_sample,
+                 "Steps one autotuning sample spans (HERD_AUTOTUNE_STEPS_PER_SAMPLE)")
+      ->check(CLI::Range(int64_t{1}, int64_t{std::numeric_limits<int>::max()}))
       ->group(tuning);
 
   const char* timeline = "Timeline";
@@ -291,12 +316,12 @@ int run(int argc, char** argv) {
                  options.stall_check_seconds,
                  "Seconds before a tensor some ranks have not submitted draws a warning "
                  "(HERD_STALL_CHECK_TIME)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(kNonNegative)
       ->excludes(no_stall)
       ->group(stall);
   app.add_option("--stall-check-shutdown-time-seconds", options.stall_shutdown_seconds,
                  "Seconds before such a tensor fails on every rank (HERD_STALL_SHUTDOWN_TIME)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(kNonNegative)
       ->excludes(no_stall)
       ->group(stall);
   app.add_option("--log-level", options.log_level,

@@ -55,6 +55,14 @@ Environment herd_settings(const LaunchOptions& options) {
   if (options.autotune) settings.emplace_back("HERD_AUTOTUNE", "1");
   if (options.autotune_log_file)
     settings.emplace_back("HERD_AUTOTUNE_LOG", *options.autotune_log_file);
+  if (options.autotune_warmup_samples) {
+    settings.emplace_back("HERD_AUTOTUNE_WARMUP_SAMPLES",
+                          std::to_string(*options.autotune_warmup_samples));
+  }
+  if (options.autotune_steps_per_sample) {
+    settings.emplace_back("HERD_AUTOTUNE_STEPS_PER_SAMPLE",
+                          std::to_string(*options.autotune_steps_per_sample));
+  }
   if (options.no_stall_check) {
     settings.emplace_back("HERD_STALL_CHECK_TIME", "0");
     settings.emplace_back("HERD_STALL_SHUTDOWN_TIME", "0");

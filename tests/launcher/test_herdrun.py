@@ -187,6 +187,9 @@ def test_bad_command_lines_are_refused_before_a_launch():
     assert result.returncode == 2 and "-np N is required" in result.stderr
     result = herdrun("-np", "2", "--log-level", "loud", WORKER, "ok")
     assert result.returncode != 0 and "--log-level" in result.stderr
+    result = herdrun("-np", "2", "--max-restarts", "-1", WORKER, "ok")
+    assert result.returncode != 0 and "--max-restarts: must be a number, 0 or more (got -1)" \
+        in result.stderr
     result = herdrun("-np", "2", "-H", "a:0", WORKER, "ok")
     assert result.returncode == 2 and '"a:0"' in result.stderr
     result = herdrun("-np", "1", "/nonexistent/program")

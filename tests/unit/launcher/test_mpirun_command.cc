@@ -56,6 +56,8 @@ TEST_CASE("herdrun's mpirun command, flag by flag") {
   tuned.timeline_mark_cycles = true;
   tuned.autotune = true;
   tuned.autotune_log_file = "trials.csv";
+  tuned.autotune_warmup_samples = 0;
+  tuned.autotune_steps_per_sample = 5;
   tuned.stall_check_seconds = 30;
   tuned.stall_shutdown_seconds = 90;
   tuned.log_level = "debug";
@@ -100,20 +102,23 @@ TEST_CASE("herdrun's mpirun command, flag by flag") {
                {"-x", "HERD_RESTART_COUNT=0", "python3", "train.py"}}),
        0},
       {"every setting", tuned, machine(2),
-       concat(
-           {{"/usr/bin/mpirun", "-np", "2"}, kBinding, {"-x",      "HERD_FUSION_THRESHOLD=33554432",
-                                                        "-x",      "HERD_CYCLE_TIME=2.5",
-                                                        "-x",      "HERD_CACHE_CAPACITY=0",
-                                                        "-x",      "HERD_HIERARCHICAL_ALLREDUCE=1",
-                                                        "-x",      "HERD_TIMELINE=/tmp/tl.%r.json",
-                                                        "-x",      "HERD_TIMELINE_MARK_CYCLES=1",
-                                                        "-x",      "HERD_AUTOTUNE=1",
-                                                        "-x",      "HERD_AUTOTUNE_LOG=trials.csv",
-                                                        "-x",      "HERD_STALL_CHECK_TIME=30",
-                                                        "-x",      "HERD_STALL_SHUTDOWN_TIME=90",
-                                                        "-x",      "HERD_LOG_LEVEL=debug",
-                                                        "-x",      "HERD_RESTART_COUNT=0",
-                                                        "python3", "train.py"}}),
+       concat({{"/usr/bin/mpirun", "-np", "2"},
+               kBinding,
+               {"-x",      "HERD_FUSION_THRESHOLD=33554432",
+                "-x",      "HERD_CYCLE_TIME=2.5",
+                "-x",      "HERD_CACHE_CAPACITY=0",
+                "-x",      "HERD_HIERARCHICAL_ALLREDUCE=1",
+                "-x",      "HERD_TIMELINE=/tmp/tl.%r.json",
+                "-x",      "HERD_TIMELINE_MARK_CYCLES=1",
+                "-x",      "HERD_AUTOTUNE=1",
+                "-x",      "HERD_AUTOTUNE_LOG=trials.csv",
+                "-x",      "HERD_AUTOTUNE_WARMUP_SAMPLES=0",
+                "-x",      "HERD_AUTOTUNE_STEPS_PER_SAMPLE=5",
+                "-x",      "HERD_STALL_CHECK_TIME=30",
+                "-x",      "HERD_STALL_SHUTDOWN_TIME=90",
+                "-x",      "HERD_LOG_LEVEL=debug",
+                "-x",      "HERD_RESTART_COUNT=0",
+                "python3", "train.py"}}),
        0},
       {"--no-stall-check", no_stall, machine(2),
        concat({{"/usr/bin/mpirun", "-np", "2"},
