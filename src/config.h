@@ -122,6 +122,8 @@ struct Config {
   std::string timeline_path;
   // HERD_TIMELINE_MARK_CYCLES: the timeline marks each background-loop cycle.
   bool timeline_mark_cycles = false;
+  // HERD_STATS: every rank prints its herd::stats() to stderr at shutdown.
+  bool print_stats = false;
   // HERD_AUTOTUNE: rank 0 searches the fusion and chunk settings during the
   // first steps (src/autotune.h).
   bool autotune = false;

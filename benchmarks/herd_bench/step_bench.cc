@@ -105,7 +105,7 @@ CLI::App* add_step_command(CLI::App& app, StepBenchOptions& options) {
   command->add_flag("--herd-only", options.herd_only,
                     "Only the herd path, with herd as configured: no restart, no baselines");
   command->add_flag("--csv", options.csv, "Print the table as CSV on stdout (notes on stderr)");
-  command->add_flag("-q,--quiet", options.quiet, "No progress lines on stderr");
+  add_progress_options(*command, options.progress);
   add_device_option(*command, options.device);
   return command;
 }

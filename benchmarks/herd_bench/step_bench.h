@@ -40,8 +40,9 @@ struct StepBenchOptions {
   // --herd-only: the herd path alone, with herd as configured (no restart,
   // no baselines), to compare herd's settings across launches.
   bool herd_only = false;
-  bool csv = false;    // CSV on stdout instead of the aligned table
-  bool quiet = false;  // no progress lines on stderr
+  bool csv = false;  // CSV on stdout instead of the aligned table
+  // --progress (-q: never): rank 0's path lines and steps on stderr.
+  ProgressMode progress = ProgressMode::kAuto;
 };
 
 // Adds the "step" subcommand, whose options land in `options`.
