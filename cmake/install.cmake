@@ -10,6 +10,7 @@
 #                                 herd::train and herd::kvstore
 #   bin/herd-train                the training job, when examples are built
 #   bin/herd-bench                the benchmark, when benchmarks are built
+#   bin/herd-timeline             merges per-rank timelines, the straggler report
 #   libexec/herd/allreduce_demo   the demo, when examples are built (kept out
 #                                 of bin/: it is an example, not a tool)
 # herd's static layers (herd_core, herd_collectives, herd_ops, herd_common) are
@@ -53,6 +54,9 @@ if(TARGET herd-train)
 endif()
 if(TARGET herd-bench)
   herd_install_program(herd-bench ${CMAKE_INSTALL_BINDIR})
+endif()
+if(TARGET herd-timeline)
+  herd_install_program(herd-timeline ${CMAKE_INSTALL_BINDIR})
 endif()
 if(TARGET allreduce_demo)
   herd_install_program(allreduce_demo ${HERD_INSTALL_EXAMPLESDIR})

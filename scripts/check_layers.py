@@ -45,7 +45,8 @@ LAYERS = {
     "bindings": (["bindings/"], ["kvstore", "train", "api"]),
     "examples": (["examples/"], ["kvstore", "train", "api"]),
     "benchmarks": (["benchmarks/"], ["kvstore", "train", "api", "collectives", "ops", "common"]),
-    "tests": (["tests/"], ["benchmarks", "examples", "bindings", "kvstore", "train", "api", "core",
+    "tools": (["tools/"], []),
+    "tests": (["tests/"], ["tools", "benchmarks", "examples", "bindings", "kvstore", "train", "api", "core",
                            "collectives", "ops", "common"]),
 }
 

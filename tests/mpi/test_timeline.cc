@@ -6,9 +6,10 @@
 // parses its file as JSON: the header's clock reading lies between the test's
 // own readings around the start, every submitted name has one track, spans
 // nest on every track with timestamps that never go back, and each tensor's
-// track holds exactly its negotiation then its operation, with the bytes this
-// rank put in and, inside it, exactly its algorithm (for an allreduce, among
-// the copies into and out of the fusion buffer; nothing in a group's). A
+// track holds exactly its negotiation, its queue, then its operation, with
+// the bytes this rank put in and, inside it, exactly its algorithm (for an
+// allreduce or a group, among the copies into and out of the fusion buffer);
+// rank 0's tracks carry one readiness mark per rank, the others' none. A
 // restart with a new path finishes the first file; the same path twice keeps
 // writing; stopping twice is harmless; a path without "%r" is rank 0's alone;
 // a file that cannot be opened throws; and herd::shutdown finishes a running
@@ -25,6 +26,7 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -95,6 +97,8 @@ struct Trace {
   int64_t start_micros = 0;
   int rank = -1;
   std::map<std::string, std::vector<Span>> spans;  // by tensor name
+  // The readiness marks on each tensor's track: the ranks they name, in order.
+  std::map<std::string, std::vector<int>> ready;
   int cycle_marks = 0;
   double last_ts = 0;
   std::vector<std::string> problems;
@@ -136,8 +140,13 @@ Trace read_trace(const json& file) {
     if (ts < track.last_ts) trace.problems.push_back(where + ": time goes back");
     track.last_ts = ts;
     if (phase == "i") {
-      if (pid == 0 && event.at("name") == "CYCLE_START") {
+      const std::string name = event.at("name");
+      if (pid == 0 && name == "CYCLE_START") {
         ++trace.cycle_marks;
+      } else if (pid != 0 && !name.empty() &&
+                 name.find_first_not_of("0123456789") == std::string::npos &&
+                 event.value("s", "") == "t") {
+        trace.ready[names[pid]].push_back(std::stoi(name));
       } else {
         trace.problems.push_back(where + ": unexpected instant event");
       }
@@ -177,8 +186,9 @@ std::string span_names(const std::vector<Span>& spans) {
   return "[" + text + "]";
 }
 
-// `tensor`'s track is its negotiation then its operation, with `bytes` put in
-// by this rank; returns the operation's nested spans.
+// `tensor`'s track is its negotiation, its wait in the queue, then its
+// operation, with `bytes` put in by this rank; returns the operation's nested
+// spans.
 std::vector<Span> check_tensor(Recorder& rec, const Trace& trace, const std::string& tensor,
                                const std::string& operation, int64_t bytes) {
   const std::string case_name = "track of " + tensor;
@@ -188,18 +198,18 @@ std::vector<Span> check_tensor(Recorder& rec, const Trace& trace, const std::str
     return {};
   }
   const std::vector<Span>& spans = found->second;
-  if (!rec.check(
-          spans.size() == 2 && spans[0].name == "NEGOTIATE_" + operation &&
-              spans[1].name == operation,
-          case_name,
-          "expected [NEGOTIATE_" + operation + "," + operation + "], got " + span_names(spans))) {
+  if (!rec.check(spans.size() == 3 && spans[0].name == "NEGOTIATE_" + operation &&
+                     spans[1].name == "QUEUE" && spans[2].name == operation,
+                 case_name,
+                 "expected [NEGOTIATE_" + operation + ",QUEUE," + operation + "], got " +
+                     span_names(spans))) {
     return {};
   }
-  rec.check(spans[0].children.empty(), case_name,
-            "the negotiation holds " + span_names(spans[0].children));
-  rec.check(spans[1].args.value("bytes", int64_t{-1}) == bytes, case_name,
-            "bytes " + spans[1].args.dump() + ", expected " + std::to_string(bytes));
-  return spans[1].children;
+  rec.check(spans[0].children.empty() && spans[1].children.empty(), case_name,
+            "the negotiation or the queue holds spans");
+  rec.check(spans[2].args.value("bytes", int64_t{-1}) == bytes, case_name,
+            "bytes " + spans[2].args.dump() + ", expected " + std::to_string(bytes));
+  return spans[2].children;
 }
 
 // Inside an allreduce: copies into and out of the fusion buffer around
@@ -286,13 +296,24 @@ std::map<std::string, Submitted> run_collectives(Recorder& rec, const std::strin
 void check_collectives(Recorder& rec, const Trace& trace,
                        const std::map<std::string, Submitted>& submitted,
                        const std::string& small_algorithm, const std::string& large_algorithm) {
+  // Each name is new, so rank 0's coordinator learned of each rank's request,
+  // once; the other ranks know of none (nothing came from the cache).
+  std::vector<int> every_rank;
+  for (int r = 0; r < herd::size(); ++r) every_rank.push_back(r);
+  for (const auto& [name, what] : submitted) {
+    const auto found = trace.ready.find(name);
+    std::vector<int> marks = found == trace.ready.end() ? std::vector<int>{} : found->second;
+    std::sort(marks.begin(), marks.end());
+    rec.check(marks == (trace.rank == 0 ? every_rank : std::vector<int>{}), "readiness of " + name,
+              std::to_string(marks.size()) + " mark(s) on rank " + std::to_string(trace.rank));
+  }
   for (const auto& [name, what] : submitted) {
     const std::vector<Span> inside = check_tensor(rec, trace, name, what.operation, what.bytes);
     if (what.operation == "ALLREDUCE") {
       const bool small = name.size() >= 5 && name.compare(name.size() - 5, 5, "small") == 0;
       check_allreduce_inside(rec, name, inside, small ? small_algorithm : large_algorithm);
     } else if (what.operation == "GROUPED_ALLREDUCE") {
-      rec.check(inside.empty(), "inside " + name, "holds " + span_names(inside));
+      check_allreduce_inside(rec, name, inside, "");
     } else {
       // The other collectives' algorithm, alone.
       const std::map<std::string, std::string> algorithm = {
