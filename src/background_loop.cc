@@ -65,9 +65,10 @@ std::chrono::steady_clock::duration seconds_setting(double seconds) {
 }
 
 // The executor reads the loop's own copy of the settings, which lives as
-// long as it does.
-GpuSetContext with_config(GpuSetContext context, const Config* config) {
+// long as it does, and records on the set's timeline tracks.
+GpuSetContext with_loop(GpuSetContext context, const Config* config, int set_id) {
   context.config = config;
+  context.set_id = set_id;
   return context;
 }
 
@@ -100,7 +101,7 @@ BackgroundLoop::BackgroundLoop(const Config& config, TensorQueue& queue, Control
                            static_cast<std::size_t>(config.ring_segment_bytes), global_ranks_,
                            set_id),
       gpu_(gpu),
-      gpu_context_(with_config(std::move(gpu_context), &config_)),
+      gpu_context_(with_loop(std::move(gpu_context), &config_, set_id)),
       cache_(static_cast<std::size_t>(config.cache_capacity)),
       join_(control.rank(), global_ranks_) {
   if (control_.rank() == 0) coordinator_.emplace(control_.size(), global_ranks_);
