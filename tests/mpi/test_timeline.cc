@@ -708,8 +708,18 @@ int run_stragglers(int rank, int size, const std::string& tool) {
       rec.check(merged_exit == 0 && !from_tool.is_null() &&
                     from_tool.at("traceEvents").size() == merged.at("traceEvents").size(),
                 "herd-timeline merge", "exit " + std::to_string(merged_exit));
+      // A file that is not there: exit 1, naming it.
+      const std::string error_path = dir + "/error.txt";
+      const std::string missing = dir + "/missing.json";
+      const int failed_exit = std::system(
+          (tool + " stragglers " + paths[0] + " " + missing + " 2> " + error_path).c_str());
+      const std::string error = read_text(error_path);
+      rec.check(failed_exit != 0 && error.find("herd-timeline: cannot read " + missing) == 0,
+                "herd-timeline on a missing file",
+                "exit " + std::to_string(failed_exit) + ": " + error);
       std::remove(report_path.c_str());
       std::remove(merged_path.c_str());
+      std::remove(error_path.c_str());
     } catch (const std::exception& e) {
       rec.fail("report", std::string("threw: ") + e.what());
     }
