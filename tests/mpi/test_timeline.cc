@@ -738,7 +738,8 @@ int run_stragglers(int rank, int size, const std::string& tool) {
 // for each step, its negotiation, its queue and its allreduce with this
 // rank's bytes and one algorithm among the fusion buffer's copies; rank 0
 // marks each rank's readiness in both steps, the other ranks in the second,
-// which the response cache settles.
+// which the response cache settles. Then one Adasum allreduce, whose
+// operation holds ADASUM_ALLREDUCE.
 int run_step(int rank, int size) {
   Recorder rec("test_timeline step", rank);
   const std::string dir = shared_directory(rank);
@@ -760,6 +761,10 @@ int run_step(int rank, int size) {
       }
       for (const herd::Handle& handle : handles) herd::wait(handle);
     }
+    // Adasum, at the 2 ranks this mode runs (a power of two).
+    std::vector<float> adasum(16, 1.0f);
+    herd::TensorView adasum_view{adasum.data(), DataType::kFloat32, {16}};
+    herd::allreduce("adasum.x", adasum_view, adasum_view, ReduceOp::kAdasum);
     herd::stop_timeline();
   } catch (const herd::Error& e) {
     rec.fail("run", std::string("threw: ") + e.what());
@@ -796,6 +801,12 @@ int run_step(int rank, int size) {
       rec.check(marks == expected_marks, "readiness of " + name,
                 std::to_string(marks.size()) + " mark(s)");
     }
+  }
+  if (!file.is_null()) {
+    const std::vector<Span> inside =
+        check_tensor(rec, read_trace(file), "adasum.x", "ALLREDUCE", 64);
+    rec.check(inside.size() == 1 && inside[0].name == "ADASUM_ALLREDUCE", "inside adasum.x",
+              "holds " + span_names(inside));
   }
   MPI_Barrier(MPI_COMM_WORLD);
   std::remove(path.c_str());
