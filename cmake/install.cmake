@@ -11,6 +11,7 @@
 #   bin/herd-train                the training job, when examples are built
 #   bin/herd-bench                the benchmark, when benchmarks are built
 #   bin/herdrun                   the launcher
+#   bin/herd-timeline             merges per-rank timelines, the straggler report
 #   libexec/herd/allreduce_demo   the demo, when examples are built (kept out
 #                                 of bin/: it is an example, not a tool)
 # herd's static layers (herd_core, herd_collectives, herd_ops, herd_common) are
@@ -57,6 +58,9 @@ if(TARGET herd-bench)
 endif()
 # herdrun links no library of herd, so it needs no RPATH of its own.
 install(TARGETS herdrun RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+if(TARGET herd-timeline)
+  herd_install_program(herd-timeline ${CMAKE_INSTALL_BINDIR})
+endif()
 if(TARGET allreduce_demo)
   herd_install_program(allreduce_demo ${HERD_INSTALL_EXAMPLESDIR})
 endif()

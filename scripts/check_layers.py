@@ -47,7 +47,9 @@ LAYERS = {
     "benchmarks": (["benchmarks/"], ["kvstore", "train", "api", "collectives", "ops", "common"]),
     # herdrun: links no herd library, so it sees no layer but its own.
     "launcher": (["launcher/"], []),
-    "tests": (["tests/"], ["launcher", "benchmarks", "examples", "bindings", "kvstore", "train", "api", "core",
+    # herd-timeline: reads timeline files only, links no herd library.
+    "tools": (["tools/"], []),
+    "tests": (["tests/"], ["launcher", "tools", "benchmarks", "examples", "bindings", "kvstore", "train", "api", "core",
                            "collectives", "ops", "common"]),
 }
 

@@ -1,5 +1,6 @@
 #include "src/background_loop.h"
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <thread>
@@ -65,9 +66,10 @@ std::chrono::steady_clock::duration seconds_setting(double seconds) {
 }
 
 // The executor reads the loop's own copy of the settings, which lives as
-// long as it does.
-GpuSetContext with_config(GpuSetContext context, const Config* config) {
+// long as it does, and records on the set's timeline tracks.
+GpuSetContext with_loop(GpuSetContext context, const Config* config, int set_id) {
   context.config = config;
+  context.set_id = set_id;
   return context;
 }
 
@@ -114,7 +116,7 @@ BackgroundLoop::BackgroundLoop(const Config& config, TensorQueue& queue, Control
                            static_cast<std::size_t>(config.ring_segment_bytes), global_ranks_,
                            set_id),
       gpu_(gpu),
-      gpu_context_(with_config(std::move(gpu_context), &config_)),
+      gpu_context_(with_loop(std::move(gpu_context), &config_, set_id)),
       cache_(static_cast<std::size_t>(config.cache_capacity)),
       join_(control.rank(), global_ranks_),
       fusion_threshold_bytes_(config.fusion_threshold_bytes),
@@ -302,15 +304,19 @@ Status BackgroundLoop::run_cycle(bool* stop) {
   bits.num_ranks = control_.size();
   bits.rank = control_.rank();
   bits.joined = joined;
+  bits.wants_ready_ranks = timeline.on();
   // A joined rank is ready for every cached allreduce: the ranks still
   // running decide alone which of them go.
   if (joined) bits.ready_slots = join_.joinable_slots(cache_);
   // Every rank's cache is the same at the start of a cycle, so all agree on
   // the bound, and with it on the vector's length.
   const std::size_t slot_bound = cache_.slot_bound();
-  std::vector<uint64_t> words = encode_cycle_bits(bits, slot_bound);
+  const bool per_rank_ready = per_rank_ready_;
+  std::vector<uint64_t> words = encode_cycle_bits(bits, slot_bound, per_rank_ready);
   HERD_RETURN_IF_ERROR(control_.and_allreduce(&words));
-  const CycleAgreement agreement = decode_cycle_bits(words, slot_bound, control_.size());
+  const CycleAgreement agreement =
+      decode_cycle_bits(words, slot_bound, control_.size(), per_rank_ready);
+  per_rank_ready_ = agreement.any_wants_ready_ranks;
   if (agreement.any_shutdown) {
     *stop = true;
     return Status::ok();
@@ -324,6 +330,11 @@ Status BackgroundLoop::run_cycle(bool* stop) {
   const bool joined_changed = join_progress == JoinState::Progress::kChanged;
   if (joined_changed && coordinator_) coordinator_->set_joined(join_.joined_ranks());
 
+  if (per_rank_ready) {
+    mark_ready_ranks(agreement);
+  } else {
+    ready_marks_.clear();
+  }
   // Every rank erases the same slots, so caches stay identical.
   for (uint32_t slot : agreement.invalid_anywhere) {
     if (cache_.occupied(slot)) cache_.erase(slot);
@@ -362,6 +373,35 @@ Status BackgroundLoop::run_cycle(bool* stop) {
   // After the execution: what every rank agreed on this cycle is not stalled.
   if (agreement.any_stall_due) return run_stall_round(stop);
   return Status::ok();
+}
+
+void BackgroundLoop::mark_ready_ranks(const CycleAgreement& agreement) {
+  Timeline& timeline = process_timeline();
+  const Timeline::Clock::time_point now = Timeline::Clock::now();
+  const auto num_ranks = static_cast<std::size_t>(control_.size());
+  for (std::size_t rank = 0; rank < agreement.ready_by_rank.size(); ++rank) {
+    // A joined rank is ready for every cached allreduce: nothing to tell.
+    const int label = global_ranks_[rank];
+    if (std::find(agreement.joined_ranks.begin(), agreement.joined_ranks.end(),
+                  static_cast<int>(rank)) != agreement.joined_ranks.end()) {
+      continue;
+    }
+    for (uint32_t slot : agreement.ready_by_rank[rank]) {
+      if (!cache_.occupied(slot)) continue;
+      const std::string& name = cache_.response(slot).name;
+      ReadyMarks& marks = ready_marks_[slot];
+      if (marks.marked.empty() || marks.name != name) {
+        marks.name = name;
+        marks.marked.assign(num_ranks, false);
+      }
+      if (marks.marked[rank]) continue;
+      marks.marked[rank] = true;
+      if (timeline.on()) timeline.mark_ready(name, set_id_, label, now);
+    }
+  }
+  // The next occurrence of these names is marked afresh.
+  for (uint32_t slot : agreement.ready_everywhere) ready_marks_.erase(slot);
+  for (uint32_t slot : agreement.invalid_anywhere) ready_marks_.erase(slot);
 }
 
 void BackgroundLoop::for_each_pending(const std::function<void(TensorEntry&)>& visit) {
@@ -565,6 +605,9 @@ Status BackgroundLoop::negotiate(std::vector<Agreed>* agreed) {
 
 Status BackgroundLoop::coordinate(const std::vector<std::vector<uint8_t>>& request_lists,
                                   ResponseList* responses) {
+  // Rank 0 learns here that each requesting rank is ready for its names.
+  Timeline& timeline = process_timeline();
+  const Timeline::Clock::time_point now = Timeline::Clock::now();
   for (int rank = 0; rank < static_cast<int>(request_lists.size()); ++rank) {
     RequestList list;
     const std::vector<uint8_t>& bytes = request_lists[rank];
@@ -576,6 +619,7 @@ Status BackgroundLoop::coordinate(const std::vector<std::vector<uint8_t>>& reque
                                          request.name, rank, request.rank));
       }
       HERD_RETURN_IF_ERROR(coordinator_->add(request));
+      if (timeline.on()) timeline.mark_ready(request.name, set_id_, global_ranks_[rank], now);
     }
   }
   responses->responses = coordinator_->take_ready();
@@ -585,12 +629,13 @@ Status BackgroundLoop::coordinate(const std::vector<std::vector<uint8_t>>& reque
 Status BackgroundLoop::execute(std::vector<Agreed>* agreed) {
   Timeline& timeline = process_timeline();
   if (timeline.on()) {
-    // Every rank has agreed: the negotiation of each tensor here ends. Its
-    // operation begins with its group, after the groups before it.
+    // Every rank has agreed: the negotiation of each tensor here ends, and
+    // it waits in QUEUE while the groups before its own run.
     const Timeline::Clock::time_point now = Timeline::Clock::now();
     for (const Agreed& item : *agreed) {
       if (item.entry.handle && item.response.type != ResponseType::kError) {
         timeline.end(item.entry.request.name, set_id_, now);
+        timeline.begin(item.entry.request.name, set_id_, "QUEUE", now);
       }
     }
   }
@@ -624,6 +669,7 @@ Status BackgroundLoop::execute(std::vector<Agreed>* agreed) {
       const Timeline::Clock::time_point now = Timeline::Clock::now();
       for (const TensorEntry* entry : entries) {
         if (!entry->handle) continue;
+        timeline.end(entry->request.name, set_id_, now);
         timeline.begin(entry->request.name, set_id_, Timeline::operation_label(spec.collective),
                        now, input_bytes(*entry));
       }

@@ -44,6 +44,7 @@
 #include "src/config.h"
 #include "src/control_channel.h"
 #include "src/coordinator.h"
+#include "src/cycle_bits.h"
 #include "src/cycle_driver.h"
 #include "src/fusion_executor.h"
 #include "src/gpu_support.h"
@@ -139,6 +140,9 @@ class BackgroundLoop final : public CycleDriver,
   [[nodiscard]] Status coordinate(const std::vector<std::vector<uint8_t>>& request_lists,
                                   ResponseList* responses);
   [[nodiscard]] Status execute(std::vector<Agreed>* agreed);
+  // The timeline's readiness marks for cached names, from the per-rank parts
+  // of this cycle's agreement (cycle_bits.h): one per rank and occurrence.
+  void mark_ready_ranks(const CycleAgreement& agreement);
   // Autotuning: every rank takes rank 0's decision, broadcast after the
   // agreement that announced it, and applies it before the cycle executes.
   [[nodiscard]] Status take_autotune_decision();
@@ -188,6 +192,16 @@ class BackgroundLoop final : public CycleDriver,
   std::unordered_map<std::string, TensorEntry> negotiating_;  // sent, awaiting a response
   std::vector<uint32_t> invalid_slots_;                       // for the next agreement
   bool ran_something_ = false;  // the last agreement executed or negotiated something
+  // Some rank writes a timeline: the agreement carries each rank's ready
+  // bits. Every rank sets it from the same agreement, a cycle ahead.
+  bool per_rank_ready_ = false;
+  // Cache slot -> the name it held and the ranks already marked ready for
+  // its pending occurrence.
+  struct ReadyMarks {
+    std::string name;
+    std::vector<bool> marked;
+  };
+  std::unordered_map<uint32_t, ReadyMarks> ready_marks_;
   // The text of a stall round's shutdown: what pending operations fail with,
   // on every rank, instead of stop_reason_.
   std::string stall_stop_reason_;

@@ -173,6 +173,8 @@ Status CollectiveExecutor::grouped_allreduce(const Response& response, TensorEnt
     pointers.push_back(&members[i]);
   }
   if (pointers.empty()) return Status::ok();
+  // The group's copies and algorithm go on its own track, once.
+  if (entry.handle) members.front().timeline_track = &entry.request.name;
   Response spec = response;
   spec.collective = CollectiveType::kAllreduce;
   return allreduce_.allreduce(spec, pointers, contribution);

@@ -274,7 +274,10 @@ Status FusionExecutor::adasum(const Response& spec, const std::vector<TensorEntr
   if (!contribution.identity) ops::scale(buffer, total_count, spec.dtype, spec.prescale);
   // The submission checked the dtype and the set's size, so this fails only
   // on a transfer.
-  HERD_RETURN_IF_ERROR(collectives::adasum_allreduce(buffer, counts, spec.dtype, transport_));
+  {
+    TimelineActivity reduction(entries, set_id_, "ADASUM_ALLREDUCE");
+    HERD_RETURN_IF_ERROR(collectives::adasum_allreduce(buffer, counts, spec.dtype, transport_));
+  }
   ops::scale(buffer, total_count, spec.dtype, spec.postscale);
   if (entries.size() > 1) unpack(entries, buffer);
   return Status::ok();

@@ -68,6 +68,7 @@ struct GpuSetContext {
   // step of the hierarchical allreduce; used by the cycle thread only.
   collectives::Transport* host_transport = nullptr;
   std::vector<int> global_ranks;  // for messages
+  int set_id = 0;                 // the set's thread in the timeline, set by the BackgroundLoop
 };
 
 // The process-wide part: which GPU this rank drives, the checks of GPU views,

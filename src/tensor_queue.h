@@ -41,6 +41,9 @@ struct TensorEntry {
   // A joined rank's stand-in for a tensor it never submitted: holds the
   // identity of the op, and no handle waits on it.
   std::unique_ptr<uint8_t[]> owned_storage;
+  // A handle-less entry whose activities the timeline draws on another
+  // entry's track: a grouped allreduce's first member, on the group's.
+  const std::string* timeline_track = nullptr;
   // A GPU entry's readiness: a cudaEvent_t recorded on the producer's stream
   // at submission (GpuSupport::record_ready), destroyed with the last copy.
   std::shared_ptr<void> ready_event;

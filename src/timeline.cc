@@ -22,7 +22,7 @@ constexpr std::size_t kWakeWriterAt = 16384;
 
 // The file format's version, in the header's otherData; a change of event
 // names or of the header's fields raises it.
-constexpr int kFormatVersion = 1;
+constexpr int kFormatVersion = 2;
 
 int64_t micros_since_epoch() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -156,6 +156,16 @@ class Timeline::Writer {
         const auto found = tracks_.find(track_key(named->second, record.set_id));
         if (found == tracks_.end() || found->second.open_spans == 0) return;
         write_end(found->second, record.set_id, advance(found->second, record.at));
+        break;
+      }
+      case Phase::kReady: {
+        Track& track = track_of(record.tensor, record.set_id);
+        open_event();
+        fmt::format_to(std::back_inserter(out_),
+                       "{{\"name\":\"{}\",\"ph\":\"i\",\"s\":\"t\",\"pid\":{},", record.bytes,
+                       track.pid);
+        append_tid_and_ts(record.set_id, advance(track, record.at));
+        out_.push_back('}');
         break;
       }
       case Phase::kCycle: {
@@ -397,6 +407,10 @@ void Timeline::mark_cycle(int set_id, Clock::time_point at) {
   if (on() && marks_cycles()) record(Phase::kCycle, nullptr, set_id, nullptr, at, -1);
 }
 
+void Timeline::mark_ready(const std::string& tensor, int set_id, int rank, Clock::time_point at) {
+  if (on()) record(Phase::kReady, &tensor, set_id, nullptr, at, rank);
+}
+
 const char* Timeline::negotiate_label(CollectiveType type) {
   switch (type) {
     case CollectiveType::kAllreduce: return "NEGOTIATE_ALLREDUCE";
@@ -444,9 +458,10 @@ TimelineActivity::TimelineActivity(TensorEntry& entry, int set_id, const char* l
 }
 
 void TimelineActivity::add(TensorEntry& entry, const char* label, Timeline::Clock::time_point at) {
-  if (!entry.handle) return;
-  tensors_.push_back(&entry.request.name);
-  process_timeline().begin(entry.request.name, set_id_, label, at);
+  const std::string* track = entry.handle ? &entry.request.name : entry.timeline_track;
+  if (track == nullptr) return;
+  tensors_.push_back(track);
+  process_timeline().begin(*track, set_id_, label, at);
 }
 
 TimelineActivity::~TimelineActivity() {

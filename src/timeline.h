@@ -11,10 +11,11 @@
 //
 // Each tensor name is one "process" of the trace (pid), each process set one
 // thread of it (tid = the set's id); pid 0 is the rank itself, which carries
-// the cycle marks. Spans nest per track as the records say; the writer drops
-// an end whose begin went to an earlier file (the timeline restarted in
-// between) and closes the spans still open when the file is finished, so
-// that every file holds well-nested spans and is valid JSON once stopped.
+// the cycle marks. Instant events named by a rank mark, on a tensor's track,
+// when this rank learned that that rank was ready for the tensor. Spans nest per track as the
+// records say; the writer drops an end whose begin went to an earlier file (the timeline restarted
+// in between) and closes the spans still open when the file is finished, so that every file holds
+// well-nested spans and is valid JSON once stopped.
 #pragma once
 
 #include <atomic>
@@ -66,6 +67,9 @@ class Timeline {
   void end(const std::string& tensor, int set_id, Clock::time_point at);
   // A CYCLE_START mark of process set `set_id`, when marking cycles.
   void mark_cycle(int set_id, Clock::time_point at);
+  // An instant event on `tensor`'s track named by `rank` (a global rank):
+  // this rank learned at `at` that rank `rank` is ready for the tensor.
+  void mark_ready(const std::string& tensor, int set_id, int rank, Clock::time_point at);
 
   // NEGOTIATE_ALLREDUCE, ...: from submission until every rank agreed.
   static const char* negotiate_label(CollectiveType type);
@@ -73,12 +77,12 @@ class Timeline {
   static const char* operation_label(CollectiveType type);
 
  private:
-  enum class Phase : uint8_t { kBegin, kEnd, kCycle };
+  enum class Phase : uint8_t { kBegin, kEnd, kCycle, kReady };
   struct Record {
     Phase phase = Phase::kBegin;
     int set_id = 0;
     const char* label = nullptr;
-    int64_t bytes = -1;
+    int64_t bytes = -1;  // a begin's bytes, or a readiness mark's rank
     Clock::time_point at;
     std::string tensor;
   };
@@ -114,7 +118,8 @@ Timeline& process_timeline();
 // An activity inside the operation of each of `entries` (MEMCPY_IN_FUSION_BUFFER,
 // RING_ALLREDUCE, ...), from construction to destruction, on the tracks of
 // process set `set_id`, when the timeline is on. Entries without a handle
-// (a joined rank's stand-ins, a group's members) have no track and are left out.
+// (a joined rank's stand-ins, a group's members) have no track and are left
+// out, but for one that names another's track (TensorEntry::timeline_track).
 class TimelineActivity {
  public:
   TimelineActivity(const std::vector<TensorEntry*>& entries, int set_id, const char* label);

@@ -15,6 +15,7 @@
 #include "herd/error.h"
 #include "ops/cuda/device_kernels.h"
 #include "src/collective_executor.h"
+#include "src/timeline.h"
 
 namespace herd::detail {
 namespace {
@@ -43,6 +44,23 @@ std::vector<TensorEntry> expand_group(const Response& spec, const TensorEntry& g
     members[i].output = group.group_outputs[i];
   }
   return members;
+}
+
+// The timeline's name of what runs on the stream: NCCL's call, or the
+// staged path (device to host, MPI, back); null for a barrier, which runs
+// nothing.
+const char* activity_label(CollectiveType type, bool nccl) {
+  switch (type) {
+    case CollectiveType::kAllreduce:
+    case CollectiveType::kGroupedAllreduce: return nccl ? "NCCL_ALLREDUCE" : "STAGED_ALLREDUCE";
+    case CollectiveType::kAllgather: return nccl ? "NCCL_ALLGATHER" : "STAGED_ALLGATHER";
+    case CollectiveType::kBroadcast: return nccl ? "NCCL_BROADCAST" : "STAGED_BROADCAST";
+    case CollectiveType::kAlltoall: return nccl ? "NCCL_ALLTOALL" : "STAGED_ALLTOALL";
+    case CollectiveType::kReducescatter:
+      return nccl ? "NCCL_REDUCESCATTER" : "STAGED_REDUCESCATTER";
+    case CollectiveType::kBarrier: return nullptr;
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -166,8 +184,26 @@ Status GpuSetExecutor::start(const Response& spec, const std::vector<TensorEntry
   }
   for (TensorEntry* entry : entries) group.entries.push_back(std::move(*entry));
   group.started = Clock::now();
+  Timeline& timeline = process_timeline();
+  group.activity =
+      timeline.on() ? activity_label(spec.collective, collectives == nccl_.get()) : nullptr;
+  if (group.activity != nullptr) {
+    for (const TensorEntry& entry : group.entries) {
+      if (entry.handle)
+        timeline.begin(entry.request.name, context_.set_id, group.activity, group.started);
+    }
+  }
   in_flight_.push_back(std::move(group));
   return Status::ok();
+}
+
+void GpuSetExecutor::end_activity(const InFlight& group) {
+  if (group.activity == nullptr) return;
+  Timeline& timeline = process_timeline();
+  const Timeline::Clock::time_point now = Timeline::Clock::now();
+  for (const TensorEntry& entry : group.entries) {
+    if (entry.handle) timeline.end(entry.request.name, context_.set_id, now);
+  }
 }
 
 Status GpuSetExecutor::allreduce(const Response& spec, const std::vector<TensorEntry*>& entries,
@@ -326,6 +362,7 @@ Status GpuSetExecutor::poll(const CompleteFn& complete) {
       fail_in_flight(status, complete);
       return status;
     }
+    end_activity(group);
     for (TensorEntry& entry : group.entries) complete(entry, Status::ok());
     (void)cudaEventDestroy(group.done);
     in_flight_.pop_front();
@@ -364,6 +401,7 @@ void GpuSetExecutor::fail_in_flight(const Status& status, const CompleteFn& comp
   const Status drained = HERD_CUDA_STATUS(cudaStreamSynchronize(stream_));
   if (!drained.is_ok()) HERD_LOG(kError, "after {}: {}", status.message(), drained.message());
   for (InFlight& group : in_flight_) {
+    end_activity(group);
     for (TensorEntry& entry : group.entries) complete(entry, status);
     (void)cudaEventDestroy(group.done);
   }

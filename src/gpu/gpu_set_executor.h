@@ -54,7 +54,12 @@ class GpuSetExecutor final : public GpuExecutor {
     cudaEvent_t done = nullptr;
     Clock::time_point started;
     std::string what;  // "allreduce of 'a' and 3 more", for messages
+    // The timeline span begun on each entry's track at the start (NCCL_ALLREDUCE, ...),
+    // which ends before the entry completes; null when none was begun.
+    const char* activity = nullptr;
   };
+  // Ends `group`'s activity span on its entries' tracks.
+  void end_activity(const InFlight& group);
 
   // At the first start: the stream, then an agreement of every member that
   // all could start (`device_set`: whether this rank's device could be made

@@ -2,7 +2,8 @@
 // buffers, fusion of many small GPU tensors, the readiness of data produced
 // on the caller's stream, grouped allreduce, herd::join with GPU allreduces,
 // every dtype (int16 takes the MPI path even under NCCL), against closed
-// forms computed on the host.
+// forms computed on the host; and the timeline's spans of a GPU allreduce,
+// with the path that ran on the stream by name.
 //
 // Runs under mpiexec at any number of ranks, one GPU per rank (local rank
 // modulo the devices; with HERD_GPU_ALLREDUCE=MPI several ranks may share
@@ -11,15 +12,22 @@
 // NCCL path, the hierarchical path and the MPI path.
 #include <cuda_runtime_api.h>
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "herd/herd.h"
 #include "herd/tensor.h"
@@ -198,6 +206,60 @@ void test_fusion(const Job& job) {
       return sum;
     });
   }
+}
+
+// The timeline of one GPU allreduce on this rank: its negotiation, its queue,
+// and its operation holding the path that ran on the stream, NCCL's unless
+// HERD_GPU_ALLREDUCE=MPI or herd lacks NCCL.
+void test_timeline(const Job& job) {
+  CaseCheck c(job.rec, "timeline of a GPU allreduce");
+  const std::string stem = "/tmp/herd_gpu_timeline_" + std::to_string(getpid());
+  const std::string file = stem + "." + std::to_string(job.rank) + ".json";
+  std::vector<float> host(1000, 1.0f);
+  DeviceArray array(host.data(), host.size() * sizeof(float));
+  const TensorView view{array.data, DataType::kFloat32, {1000}, Device::gpu(job.device)};
+  herd::start_timeline(stem + ".%r.json");
+  herd::allreduce("gpu_timeline/x", view, view, ReduceOp::kSum);
+  herd::stop_timeline();
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::remove(file.c_str());
+  nlohmann::json trace;
+  try {
+    trace = nlohmann::json::parse(text.str());
+  } catch (const nlohmann::json::exception& e) {
+    c.fail(file + " is not JSON: " + e.what());
+    return;
+  }
+  int64_t pid = -1;
+  for (const auto& event : trace.at("traceEvents")) {
+    if (event.at("ph") == "M" && event.at("name") == "process_name" &&
+        event.at("args").at("name") == "gpu_timeline/x") {
+      pid = event.at("pid");
+    }
+  }
+  std::vector<std::string> spans;
+  std::string got;
+  for (const auto& event : trace.at("traceEvents")) {
+    if (event.value("pid", int64_t{-2}) != pid) continue;
+    if (event.at("ph") == "B") spans.push_back("B:" + event.at("name").get<std::string>());
+    if (event.at("ph") == "E") spans.push_back("E");
+  }
+  for (const std::string& span : spans) got += span + " ";
+  std::string setting = std::getenv("HERD_GPU_ALLREDUCE") ? std::getenv("HERD_GPU_ALLREDUCE") : "";
+  std::transform(setting.begin(), setting.end(), setting.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  const bool staged = !herd::nccl_built() || setting == "mpi";
+  const std::vector<std::string> expected = {"B:NEGOTIATE_ALLREDUCE",
+                                             "E",
+                                             "B:QUEUE",
+                                             "E",
+                                             "B:ALLREDUCE",
+                                             staged ? "B:STAGED_ALLREDUCE" : "B:NCCL_ALLREDUCE",
+                                             "E",
+                                             "E"};
+  if (spans != expected) c.fail("spans " + got);
 }
 
 // Data produced on the caller's stream right before the submission: herd
@@ -441,6 +503,7 @@ int main(int argc, char** argv) {
     test_alltoall(job);
     test_reducescatter(job);
     test_join(job);
+    test_timeline(job);
     herd::shutdown();
   } catch (const std::exception& e) {
     rec.fail("main", std::string("threw: ") + e.what());

@@ -25,8 +25,10 @@ def _read(path):
         return json.load(f)  # raises on a file that is not valid JSON
 
 
-def _tracks(trace):
-    """Tensor name -> the names of the spans on its track, in order, and the cycle marks."""
+def _tracks(trace, ready=None):
+    """Tensor name -> the names of the spans on its track, in order, and the cycle marks.
+
+    `ready`, a dict, receives each tensor's readiness marks: the ranks they name."""
     names = {}
     spans = {}
     marks = 0
@@ -37,8 +39,12 @@ def _tracks(trace):
                 names[event["pid"]] = event["args"]["name"]
         elif event["ph"] == "B":
             spans.setdefault(names[event["pid"]], []).append(event["name"])
+        elif event["ph"] == "i" and event["pid"] != 0:
+            assert event["name"].isdigit() and event["s"] == "t"
+            if ready is not None:
+                ready.setdefault(names[event["pid"]], []).append(int(event["name"]))
         elif event["ph"] == "i":
-            assert event["name"] == "CYCLE_START" and event["pid"] == 0
+            assert event["name"] == "CYCLE_START"
             marks += 1
     return spans, marks
 
@@ -62,11 +68,16 @@ def test_timeline_of_torch_collectives(tmp_path):
     trace = _read(path)
     assert trace["otherData"]["rank"] == hvd.rank()
     assert before <= trace["otherData"]["start_time_since_epoch_in_micros"] <= after
-    spans, marks = _tracks(trace)
-    assert spans["allreduce.test_allreduce"][:2] == ["NEGOTIATE_ALLREDUCE", "ALLREDUCE"]
-    assert spans["allgather.test_allgather"] == ["NEGOTIATE_ALLGATHER", "ALLGATHER",
+    ready = {}
+    spans, marks = _tracks(trace, ready)
+    assert spans["allreduce.test_allreduce"][:3] == ["NEGOTIATE_ALLREDUCE", "QUEUE", "ALLREDUCE"]
+    assert spans["allgather.test_allgather"] == ["NEGOTIATE_ALLGATHER", "QUEUE", "ALLGATHER",
                                                  "RING_ALLGATHER"]
     assert marks > 0
+    # New names: rank 0's coordinator marks each rank's request, once.
+    expected = list(range(hvd.size())) if hvd.rank() == 0 else []
+    for name in ("allreduce.test_allreduce", "allgather.test_allgather"):
+        assert sorted(ready.get(name, [])) == expected
 
 
 def test_path_object_and_rank_zero_alone(tmp_path):
@@ -77,7 +88,7 @@ def test_path_object_and_rank_zero_alone(tmp_path):
     herd.stop_timeline()
     if hvd.rank() == 0:
         spans, marks = _tracks(_read(path))
-        assert spans["allreduce.shared"][:2] == ["NEGOTIATE_ALLREDUCE", "ALLREDUCE"]
+        assert spans["allreduce.shared"][:3] == ["NEGOTIATE_ALLREDUCE", "QUEUE", "ALLREDUCE"]
         assert marks == 0
     else:
         assert not path.exists()

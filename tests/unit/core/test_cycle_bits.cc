@@ -93,6 +93,7 @@ TEST_CASE("cycle bits: capacity 0 still carries the flags", "[cycle_bits]") {
   deciding.autotune_decision = true;
   agreement = decode_cycle_bits(and_over_ranks({deciding, quiet, quiet}, 0), 0);
   CHECK(agreement.autotune_decision);
+  CHECK_FALSE(agreement.any_wants_ready_ranks);
   CHECK_FALSE(agreement.any_stall_due);
   CHECK_FALSE(agreement.any_shutdown);
   CHECK_FALSE(agreement.any_uncached);
@@ -195,6 +196,60 @@ TEST_CASE("cycle bits: the joined part tells every rank which ranks joined", "[c
       CHECK_FALSE(agreement.any_uncached);
     }
   }
+}
+
+TEST_CASE("cycle bits: the per-rank parts hand every rank each rank's ready slots",
+          "[cycle_bits]") {
+  for (int num_ranks : {1, 2, 3, 5}) {
+    for (std::size_t capacity :
+         {std::size_t{1}, std::size_t{63}, std::size_t{64}, std::size_t{130}}) {
+      INFO("num_ranks " << num_ranks << " capacity " << capacity);
+      CHECK(cycle_bits_words(capacity, num_ranks, true) ==
+            cycle_bits_words(capacity, num_ranks) +
+                static_cast<std::size_t>(num_ranks) * ((capacity + 63) / 64));
+      std::mt19937 random(static_cast<unsigned>(num_ranks * 1000 + capacity));
+      std::vector<std::vector<uint32_t>> expected(static_cast<std::size_t>(num_ranks));
+      std::set<uint32_t> everywhere;
+      for (uint32_t slot = 0; slot < capacity; ++slot) everywhere.insert(slot);
+      std::vector<uint64_t> anded(cycle_bits_words(capacity, num_ranks, true), ~uint64_t{0});
+      for (int rank = 0; rank < num_ranks; ++rank) {
+        CycleBits bits;
+        bits.num_ranks = num_ranks;
+        bits.rank = rank;
+        bits.wants_ready_ranks = rank == num_ranks - 1;
+        std::set<uint32_t> mine;
+        for (uint32_t slot = 0; slot < capacity; ++slot) {
+          if (random() % 3 != 0 || slot == capacity - 1) mine.insert(slot);
+        }
+        bits.ready_slots = sorted(mine);
+        expected[static_cast<std::size_t>(rank)] = bits.ready_slots;
+        std::set<uint32_t> still;
+        for (uint32_t slot : everywhere) {
+          if (mine.count(slot) > 0) still.insert(slot);
+        }
+        everywhere = still;
+        const std::vector<uint64_t> words = encode_cycle_bits(bits, capacity, true);
+        REQUIRE(words.size() == anded.size());
+        for (std::size_t i = 0; i < words.size(); ++i) anded[i] &= words[i];
+      }
+      const CycleAgreement agreement = decode_cycle_bits(anded, capacity, num_ranks, true);
+      CHECK(agreement.ready_by_rank == expected);
+      CHECK(agreement.ready_everywhere == sorted(everywhere));
+      CHECK(agreement.any_wants_ready_ranks);
+      CHECK(agreement.joined_ranks.empty());
+    }
+  }
+}
+
+TEST_CASE("cycle bits: without the per-rank parts no rank wants them", "[cycle_bits]") {
+  CycleBits bits;
+  bits.num_ranks = 2;
+  bits.ready_slots = {1};
+  const std::vector<uint64_t> words = encode_cycle_bits(bits, 4);
+  const CycleAgreement agreement = decode_cycle_bits(words, 4, 2);
+  CHECK_FALSE(agreement.any_wants_ready_ranks);
+  CHECK(agreement.ready_by_rank.empty());
+  CHECK(agreement.ready_everywhere == std::vector<uint32_t>{1});
 }
 
 }  // namespace herd::detail

@@ -295,3 +295,39 @@ TEST_CASE("timeline: many records across batches arrive in order", "[timeline]")
 
 }  // namespace
 }  // namespace herd::detail
+
+namespace herd::detail {
+
+TEST_CASE("timeline: readiness marks are instants named by the rank", "[timeline]") {
+  TempDir dir;
+  const std::string path = dir.file("ready.json");
+  Timeline timeline;
+  REQUIRE(timeline.start(path, false, 0).is_ok());
+  const std::string a = "allreduce.a";
+  const Clock::time_point t0 = Clock::now();
+  const auto at = [&](int micros) { return t0 + std::chrono::microseconds(micros); };
+  // Rank 3 was ready before this rank submitted; rank 0 then rank 12 after.
+  timeline.mark_ready(a, 1, 3, at(5));
+  timeline.begin(a, 1, Timeline::negotiate_label(CollectiveType::kAllreduce), at(10));
+  timeline.mark_ready(a, 1, 0, at(11));
+  timeline.mark_ready(a, 1, 12, at(40));
+  timeline.end(a, 1, at(41));
+  timeline.stop();
+
+  const json trace = parse_file(path);
+  CHECK(trace.at("otherData").at("herd_timeline_version") == 2);
+  REQUIRE(pids_by_name(trace) == std::map<std::string, int>{{a, 1}});
+  CHECK(track_events(trace, 1, 1) ==
+        std::vector<std::string>{"i:3", "B:NEGOTIATE_ALLREDUCE", "i:0", "i:12", "E"});
+  std::vector<double> marks;
+  for (const json& event : trace.at("traceEvents")) {
+    if (event.at("ph") != "i") continue;
+    CHECK(event.at("s") == "t");
+    marks.push_back(event.at("ts").get<double>());
+  }
+  REQUIRE(marks.size() == 3);
+  CHECK(marks[1] - marks[0] == Approx(6.0).margin(0.002));
+  CHECK(marks[2] - marks[1] == Approx(29.0).margin(0.002));
+}
+
+}  // namespace herd::detail
