@@ -82,6 +82,20 @@ int64_t input_bytes(const TensorEntry& entry) {
   return bytes;
 }
 
+// HERD_AUTOTUNE_LOG for `rank`: %r stands for the rank; without %r rank 0
+// alone writes.
+std::string autotune_log_path(const std::string& setting, int rank) {
+  const std::size_t at = setting.find("%r");
+  if (at == std::string::npos) return rank == 0 ? setting : std::string();
+  std::string path = setting;
+  const std::string digits = std::to_string(rank);
+  for (std::size_t from = at; from != std::string::npos; from = path.find("%r", from)) {
+    path.replace(from, 2, digits);
+    from += digits.size();
+  }
+  return path;
+}
+
 }  // namespace
 
 BackgroundLoop::BackgroundLoop(const Config& config, TensorQueue& queue, ControlChannel& control,
@@ -104,8 +118,22 @@ BackgroundLoop::BackgroundLoop(const Config& config, TensorQueue& queue, Control
       gpu_(gpu),
       gpu_context_(with_loop(std::move(gpu_context), &config_, set_id)),
       cache_(static_cast<std::size_t>(config.cache_capacity)),
-      join_(control.rank(), global_ranks_) {
+      join_(control.rank(), global_ranks_),
+      fusion_threshold_bytes_(config.fusion_threshold_bytes),
+      fusion_max_tensor_bytes_(config.fusion_max_tensor_bytes) {
   if (control_.rank() == 0) coordinator_.emplace(control_.size(), global_ranks_);
+  // Only the global set tunes: its settings are the job's, and one log
+  // serves it.
+  if (config.autotune && set_id == 0) {
+    AutotuneOptions options;
+    options.warmup_samples = static_cast<int>(config.autotune_warmup_samples);
+    options.steps_per_sample = static_cast<int>(config.autotune_steps_per_sample);
+    options.log_path = autotune_log_path(config.autotune_log, global_ranks_[control_.rank()]);
+    options.shm = shm.group != nullptr;
+    options.shm_slot_bytes = shm.group != nullptr ? shm.group->slot_bytes() : 0;
+    autotuner_ = std::make_unique<Autotuner>(tuned_settings(), options, control_.rank() == 0);
+    if (!autotuner_->log_error().empty()) HERD_LOG(kWarning, "{}", autotuner_->log_error());
+  }
 }
 
 void BackgroundLoop::request_shutdown() {
@@ -258,6 +286,7 @@ void BackgroundLoop::drive_until_done(const HandleState& handle) {
 }
 
 Status BackgroundLoop::run_cycle(bool* stop) {
+  ++cycles_;
   Timeline& timeline = process_timeline();
   if (timeline.on()) timeline.mark_cycle(set_id_, Timeline::Clock::now());
   const bool joined = join_.begin_cycle();
@@ -268,6 +297,7 @@ Status BackgroundLoop::run_cycle(bool* stop) {
   bits.has_uncached = !uncached_.empty();
   bits.shutdown = shutdown_requested_.load();
   bits.stall_due = stall_due(std::chrono::steady_clock::now());
+  bits.autotune_decision = autotuner_ && autotuner_->decision_pending();
   for (const auto& slot_and_entry : cached_pending_)
     bits.ready_slots.push_back(slot_and_entry.first);
   bits.invalid_slots.swap(invalid_slots_);
@@ -291,6 +321,7 @@ Status BackgroundLoop::run_cycle(bool* stop) {
     *stop = true;
     return Status::ok();
   }
+  if (agreement.autotune_decision) HERD_RETURN_IF_ERROR(take_autotune_decision());
   const JoinState::Progress join_progress = join_.agree(agreement.joined_ranks);
   if (join_progress == JoinState::Progress::kAllJoined) {
     if (coordinator_) coordinator_->set_joined({});
@@ -617,7 +648,7 @@ Status BackgroundLoop::execute(std::vector<Agreed>* agreed) {
     responses.push_back(item.response);
   }
   const std::vector<FusionGroup> groups =
-      plan_fusion(responses, config_.fusion_threshold_bytes, config_.fusion_max_tensor_bytes);
+      plan_fusion(responses, fusion_threshold_bytes_, fusion_max_tensor_bytes_);
   // Bytes of the CPU groups after the current one: what passes through this
   // rank's cache before the cycle ends (the shared-memory allreduce streams
   // outputs that will have left it by then).
@@ -667,8 +698,56 @@ Status BackgroundLoop::execute(std::vector<Agreed>* agreed) {
     }
     if (!status.is_ok()) return status;
   }
+  if (autotuner_ && coordinator_ && !autotuner_->finished()) record_for_autotune(*agreed);
   agreed->clear();
   return Status::ok();
+}
+
+void BackgroundLoop::record_for_autotune(const std::vector<Agreed>& agreed) {
+  std::vector<std::string> names;
+  int64_t bytes = 0;
+  for (const Agreed& item : agreed) {
+    if (item.response.type == ResponseType::kError || item.entry.request.name.empty()) continue;
+    names.push_back(item.entry.request.name);
+    bytes += input_bytes(item.entry);
+  }
+  autotuner_->record(names, bytes, Autotuner::Clock::now());
+}
+
+Status BackgroundLoop::take_autotune_decision() {
+  std::vector<uint8_t> bytes;
+  // Rank 0 raises the flag only with a decision pending.
+  if (coordinator_) bytes = encode(autotuner_->take_decision());
+  HERD_RETURN_IF_ERROR(control_.broadcast_from_root(&bytes));
+  AutotuneDecision decision;
+  HERD_RETURN_IF_ERROR(decode(bytes, &decision).with_context("autotuning decision from rank 0: "));
+  apply(decision.settings);
+  if (autotuner_) autotuner_->applied(decision, cycles_, Autotuner::Clock::now());
+  if (decision.final) {
+    HERD_LOG(kInfo,
+             "autotuning fixed HERD_FUSION_THRESHOLD={} HERD_FUSION_MAX_TENSOR_BYTES={} "
+             "shared-memory chunk {} HERD_RING_SEGMENT_BYTES={} ({:.0f} bytes/s)",
+             decision.settings.fusion_threshold_bytes, decision.settings.fusion_max_tensor_bytes,
+             decision.settings.shm_chunk_bytes, decision.settings.ring_segment_bytes,
+             decision.best_score);
+  }
+  return Status::ok();
+}
+
+void BackgroundLoop::apply(const TunedSettings& settings) {
+  fusion_threshold_bytes_ = settings.fusion_threshold_bytes;
+  fusion_max_tensor_bytes_ = settings.fusion_max_tensor_bytes;
+  executor_.set_shm_chunk_bytes(static_cast<std::size_t>(settings.shm_chunk_bytes));
+  executor_.set_ring_segment_bytes(static_cast<std::size_t>(settings.ring_segment_bytes));
+}
+
+TunedSettings BackgroundLoop::tuned_settings() const {
+  TunedSettings settings;
+  settings.fusion_threshold_bytes = fusion_threshold_bytes_;
+  settings.fusion_max_tensor_bytes = fusion_max_tensor_bytes_;
+  settings.shm_chunk_bytes = static_cast<int64_t>(executor_.shm_chunk_bytes());
+  settings.ring_segment_bytes = static_cast<int64_t>(executor_.ring_segment_bytes());
+  return settings;
 }
 
 void BackgroundLoop::complete(TensorEntry& entry, const Status& status) {

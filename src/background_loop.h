@@ -39,6 +39,7 @@
 
 #include "collectives/transport.h"
 #include "common/status.h"
+#include "src/autotune.h"
 #include "src/collective_executor.h"
 #include "src/config.h"
 #include "src/control_channel.h"
@@ -142,6 +143,13 @@ class BackgroundLoop final : public CycleDriver,
   // The timeline's readiness marks for cached names, from the per-rank parts
   // of this cycle's agreement (cycle_bits.h): one per rank and occurrence.
   void mark_ready_ranks(const CycleAgreement& agreement);
+  // Autotuning: every rank takes rank 0's decision, broadcast after the
+  // agreement that announced it, and applies it before the cycle executes.
+  [[nodiscard]] Status take_autotune_decision();
+  void apply(const TunedSettings& settings);
+  TunedSettings tuned_settings() const;
+  // Rank 0 while tuning: the scores of `agreed`'s operations, just executed.
+  void record_for_autotune(const std::vector<Agreed>& agreed);
   void complete(TensorEntry& entry, const Status& status);
   // While ranks are joined, fails the cached entries other than allreduces.
   void fail_cached_entries_blocked_by_join();
@@ -200,6 +208,13 @@ class BackgroundLoop final : public CycleDriver,
   std::unique_ptr<GpuExecutor> gpu_executor_;  // made at the first GPU response
 
   JoinState join_;  // herd::join; request() and requested() from any thread
+
+  // HERD_FUSION_THRESHOLD and HERD_FUSION_MAX_TENSOR_BYTES, as autotuning
+  // leaves them.
+  int64_t fusion_threshold_bytes_;
+  int64_t fusion_max_tensor_bytes_;
+  uint64_t cycles_ = 0;                   // cycles run: the same count on every rank
+  std::unique_ptr<Autotuner> autotuner_;  // HERD_AUTOTUNE, global set only
 };
 
 }  // namespace herd::detail

@@ -181,7 +181,7 @@ int64_t field_value(const Config& config) {
 // ranks that disagreed would hang on. HERD_PROCESS_SETS must agree too but
 // is compared list by list when the sets are made; HERD_EAGER_PIECE_BYTES
 // may differ because the ranks take the smallest value.
-const std::array<Setting, 24> kSettings = {{
+const std::array<Setting, 28> kSettings = {{
     {"HERD_FUSION_THRESHOLD", "4194304",
      "Most bytes packed into one fusion buffer; 0 turns fusion off, so every "
      "tensor is reduced on its own.",
@@ -458,6 +458,47 @@ const std::array<Setting, 24> kSettings = {{
        return Status::ok();
      },
      kMayDiffer},
+    {"HERD_AUTOTUNE", "0",
+     "1: during the first steps of the job rank 0 searches the fusion threshold, "
+     "the largest fused tensor, the shared-memory chunk and the ring segment for "
+     "the most bytes per second of whole steps, every rank applying each trial in "
+     "the same cycle, and then fixes the best (docs/operations.md, Autotuning); "
+     "0: the settings stay as given. Rank 0's value decides.",
+     [](const char* variable, std::string_view text, Config* config) {
+       if (text != "0" && text != "1") return bad_value(variable, text, "0 or 1");
+       config->autotune = text == "1";
+       return Status::ok();
+     },
+     kMayDiffer},
+    {"HERD_AUTOTUNE_LOG", "",
+     "CSV file of the autotuning trials: per trial the cycle it started, its "
+     "settings and its score in bytes/s, and a last row 'best'. %r in it stands "
+     "for the rank, and without %r rank 0 alone writes. Empty: no log.",
+     [](const char*, std::string_view text, Config* config) {
+       config->autotune_log = std::string(text);
+       return Status::ok();
+     },
+     kMayDiffer},
+    {"HERD_AUTOTUNE_WARMUP_SAMPLES", "3",
+     "Samples autotuning measures and drops at the start of the job, before its "
+     "first trial is scored.",
+     [](const char* variable, std::string_view text, Config* config) {
+       auto value = parse_integer(text, 0, std::numeric_limits<int>::max());
+       if (!value) return bad_value(variable, text, "a non-negative integer (samples)");
+       config->autotune_warmup_samples = *value;
+       return Status::ok();
+     },
+     kMayDiffer},
+    {"HERD_AUTOTUNE_STEPS_PER_SAMPLE", "10",
+     "Steps one autotuning sample spans: a sample ends once some tensor has been "
+     "reduced this many times in it. A trial's score is the median of 3 samples.",
+     [](const char* variable, std::string_view text, Config* config) {
+       auto value = parse_integer(text, 1, std::numeric_limits<int>::max());
+       if (!value) return bad_value(variable, text, "a positive integer (steps)");
+       config->autotune_steps_per_sample = *value;
+       return Status::ok();
+     },
+     kMayDiffer},
 }};
 
 // HERD_* variables that are not settings: herdrun, herd's scripts (scripts/,
@@ -593,7 +634,7 @@ struct Alias {
 // own variable override the one for all; HOROVOD_STALL_CHECK_DISABLE=1 before
 // the times, as Horovod then checks nothing). An alias of a setting this
 // build lacks is not read. The Setting::alias column comes before these.
-const std::array<Alias, 13> kAliases = {{
+const std::array<Alias, 17> kAliases = {{
     {"HERD_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD", &same_spelling},
     {"HERD_CYCLE_TIME", "HOROVOD_CYCLE_TIME", &same_spelling},
     {"HERD_CACHE_CAPACITY", "HOROVOD_CACHE_CAPACITY", &same_spelling},
@@ -607,6 +648,10 @@ const std::array<Alias, 13> kAliases = {{
     {"HERD_HIERARCHICAL_ALLREDUCE", "HOROVOD_HIERARCHICAL_ALLREDUCE", &same_spelling},
     {"HERD_TIMELINE", "HOROVOD_TIMELINE", &horovod_timeline},
     {"HERD_TIMELINE_MARK_CYCLES", "HOROVOD_TIMELINE_MARK_CYCLES", &same_spelling},
+    {"HERD_AUTOTUNE", "HOROVOD_AUTOTUNE", &same_spelling},
+    {"HERD_AUTOTUNE_LOG", "HOROVOD_AUTOTUNE_LOG", &same_spelling},
+    {"HERD_AUTOTUNE_WARMUP_SAMPLES", "HOROVOD_AUTOTUNE_WARMUP_SAMPLES", &same_spelling},
+    {"HERD_AUTOTUNE_STEPS_PER_SAMPLE", "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", &same_spelling},
 }};
 
 // HOROVOD_* variables that ask for something herd does not do. A value in
@@ -622,16 +667,13 @@ struct UnhonouredVariable {
   const char* why;
 };
 
-constexpr char kNoAutotuning[] =
-    "herd has no autotuning; set HERD_FUSION_THRESHOLD and HERD_CYCLE_TIME instead";
+constexpr char kNoBayesianOptimisation[] =
+    "herd's autotuning searches by coordinate descent, not Bayesian optimisation; "
+    "HERD_AUTOTUNE_STEPS_PER_SAMPLE sets how long each sample is";
 
-const std::array<UnhonouredVariable, 25> kUnhonoured = {{
-    {"HOROVOD_AUTOTUNE", "0", kNoAutotuning},
-    {"HOROVOD_AUTOTUNE_LOG", "", kNoAutotuning},
-    {"HOROVOD_AUTOTUNE_WARMUP_SAMPLES", "", kNoAutotuning},
-    {"HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "", kNoAutotuning},
-    {"HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "", kNoAutotuning},
-    {"HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "", kNoAutotuning},
+const std::array<UnhonouredVariable, 21> kUnhonoured = {{
+    {"HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "", kNoBayesianOptimisation},
+    {"HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "", kNoBayesianOptimisation},
     {"HOROVOD_CONTROLLER", "mpi", "herd's ranks coordinate over MPI only; it has no Gloo"},
     {"HOROVOD_CPU_OPERATIONS", "mpi",
      "herd runs CPU collectives over MPI and shared memory only; it has neither Gloo nor oneCCL"},

@@ -124,6 +124,14 @@ struct Config {
   bool timeline_mark_cycles = false;
   // HERD_STATS: every rank prints its herd::stats() to stderr at shutdown.
   bool print_stats = false;
+  // HERD_AUTOTUNE: rank 0 searches the fusion and chunk settings during the
+  // first steps (src/autotune.h).
+  bool autotune = false;
+  // HERD_AUTOTUNE_LOG: the CSV of trials, "%r" standing for the rank; empty: none.
+  std::string autotune_log;
+  // HERD_AUTOTUNE_WARMUP_SAMPLES and HERD_AUTOTUNE_STEPS_PER_SAMPLE.
+  int64_t autotune_warmup_samples = 3;
+  int64_t autotune_steps_per_sample = 10;
 };
 
 // Returns the value of an environment variable, or nullptr when unset.
@@ -136,8 +144,8 @@ EnvLookup process_environment();
 // the rank and the log level are known.
 struct ConfigNotes {
   // One sentence per HOROVOD_* variable set that herd cannot honour, naming
-  // it, its value and why, e.g. "HOROVOD_AUTOTUNE='1' is ignored: herd has
-  // no autotuning; ...". Logged as warnings.
+  // it, its value and why, e.g. "HOROVOD_CONTROLLER='gloo' is ignored:
+  // herd's ranks coordinate over MPI only; it has no Gloo". Logged as warnings.
   std::vector<std::string> warnings;
   // One sentence per setting given by several of its variables with
   // different values, naming the one used, e.g. "HERD_FUSION_THRESHOLD:

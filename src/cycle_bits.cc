@@ -2,7 +2,7 @@
 // Background thread only.
 //
 // Word 0 holds the inverted flags (bit 0: has_uncached, bit 1: shutdown,
-// bit 2: stall_due, bit 3: wants_ready_ranks).
+// bit 2: stall_due, bit 3: wants_ready_ranks, bit 4: autotune_decision).
 // Words [1, 1 + n) hold the inverted invalid bits and words [1 + n, 1 + 2n)
 // the ready bits, n = ceil(capacity / 64); slot s is bit s % 64 of word
 // s / 64 of its part. Bits past `capacity` in the last word are encoded as
@@ -21,6 +21,7 @@ constexpr uint64_t kHasUncachedBit = uint64_t{1} << 0;
 constexpr uint64_t kShutdownBit = uint64_t{1} << 1;
 constexpr uint64_t kStallDueBit = uint64_t{1} << 2;
 constexpr uint64_t kWantsReadyRanksBit = uint64_t{1} << 3;
+constexpr uint64_t kAutotuneDecisionBit = uint64_t{1} << 4;
 
 std::size_t slot_words(std::size_t capacity) {
   return (capacity + kBitsPerWord - 1) / kBitsPerWord;
@@ -84,6 +85,7 @@ std::vector<uint64_t> encode_cycle_bits(const CycleBits& bits, std::size_t capac
   if (bits.shutdown) words[0] &= ~kShutdownBit;
   if (bits.stall_due) words[0] &= ~kStallDueBit;
   if (bits.wants_ready_ranks) words[0] &= ~kWantsReadyRanksBit;
+  if (bits.autotune_decision) words[0] &= ~kAutotuneDecisionBit;
   for (uint32_t slot : bits.invalid_slots) {
     HERD_ENFORCE_LT(slot, capacity);
     words[1 + slot / kBitsPerWord] &= ~bit_of(slot);
@@ -104,6 +106,7 @@ CycleAgreement decode_cycle_bits(const std::vector<uint64_t>& and_reduced, std::
   agreement.any_shutdown = (and_reduced[0] & kShutdownBit) == 0;
   agreement.any_stall_due = (and_reduced[0] & kStallDueBit) == 0;
   agreement.any_wants_ready_ranks = (and_reduced[0] & kWantsReadyRanksBit) == 0;
+  agreement.autotune_decision = (and_reduced[0] & kAutotuneDecisionBit) == 0;
   collect_slots(and_reduced, 1, capacity, /*wanted=*/false, &agreement.invalid_anywhere);
   collect_slots(and_reduced, 1 + n, capacity, /*wanted=*/true, &agreement.ready_everywhere);
   std::vector<uint32_t> joined;

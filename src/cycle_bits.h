@@ -7,7 +7,8 @@
 // ready bits, "ready on every rank"; for the inverted parts, by De Morgan, the complement of "set
 // on some rank". So one collective answers: which cached names are ready everywhere, which cache
 // slots some rank invalidated, whether any rank has requests for the coordinator, whether any
-// rank is shutting down, and whether any rank has a tensor whose stall check is due. In the
+// rank is shutting down, whether any rank has a tensor whose stall check is due, and whether
+// rank 0 sends an autotuning decision. In the
 // per-rank parts each rank sets its own part to its ready bits and every other part to all ones,
 // so the AND hands every rank each rank's ready bits: an allgather inside the same collective,
 // which the timeline uses to mark when each rank became ready. Pure functions.
@@ -25,6 +26,9 @@ struct CycleBits {
   // A tensor here has waited past HERD_STALL_CHECK_TIME or HERD_STALL_SHUTDOWN_TIME and not yet
   // been through a stall round (stall_round.h) for that.
   bool stall_due = false;
+  // Rank 0 only: an autotuning decision (autotune.h) follows the agreement, to
+  // be applied by every rank in this cycle.
+  bool autotune_decision = false;
   std::vector<uint32_t> ready_slots;    // cached names ready on this rank
   std::vector<uint32_t> invalid_slots;  // cached names this rank resubmitted with another signature
   // herd::join: with num_ranks > 0, one more part of num_ranks inverted bits,
@@ -40,6 +44,7 @@ struct CycleAgreement {
   bool any_uncached = false;
   bool any_shutdown = false;
   bool any_stall_due = false;
+  bool autotune_decision = false;          // every rank takes rank 0's broadcast of one
   std::vector<uint32_t> ready_everywhere;  // ascending
   std::vector<uint32_t> invalid_anywhere;  // ascending
   std::vector<int> joined_ranks;           // ascending; empty unless num_ranks > 0

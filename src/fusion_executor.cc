@@ -25,6 +25,14 @@ FusionExecutor::FusionExecutor(collectives::Transport& transport,
                                AllreduceAlgorithmSetting algorithm)
     : transport_(transport), options_(options), shm_(shm), set_id_(set_id), algorithm_(algorithm) {}
 
+void FusionExecutor::set_shm_chunk_bytes(std::size_t bytes) {
+  if (shm_.group != nullptr) shm_.group->set_short_chunk_bytes(bytes);
+}
+
+std::size_t FusionExecutor::shm_chunk_bytes() const {
+  return shm_.group != nullptr ? shm_.group->short_chunk_bytes() : collectives::kShmShortChunkBytes;
+}
+
 AllreducePath FusionExecutor::first_candidate(std::size_t bytes) const {
   if (shm_.group != nullptr && bytes <= shm_.max_bytes) return AllreducePath::kShm;
   // On one rank every path is a copy: the transport's, which needs no group.

@@ -69,6 +69,16 @@ class FusionExecutor {
   // Bytes of fusion buffer currently held.
   std::size_t fusion_buffer_bytes() const { return fusion_buffer_capacity_; }
 
+  // Autotuning (src/autotune.h) changes these between groups, on every rank
+  // in the same cycle.
+  void set_ring_segment_bytes(std::size_t bytes) { options_.segment_bytes = bytes; }
+  std::size_t ring_segment_bytes() const { return options_.segment_bytes; }
+  // Whether the set has a shared-memory allreduce, and its chunk (ShmAllreduceGroup::
+  // set_short_chunk_bytes; ignored without one).
+  const ShmPath& shm() const { return shm_; }
+  void set_shm_chunk_bytes(std::size_t bytes);
+  std::size_t shm_chunk_bytes() const;
+
  private:
   uint8_t* fusion_buffer(std::size_t bytes);
   // Copies the entries' inputs, in order, into the fusion buffer; returns it.

@@ -102,6 +102,8 @@ CLI::App* add_step_command(CLI::App& app, StepBenchOptions& options) {
                    "Backward compute per step in ms, slept before the gradients in proportion to "
                    "their sizes (0: communication alone)")
       ->check(CLI::Range(0.0, 1e6));
+  command->add_flag("--herd-only", options.herd_only,
+                    "Only the herd path, with herd as configured: no restart, no baselines");
   command->add_flag("--csv", options.csv, "Print the table as CSV on stdout (notes on stderr)");
   add_progress_options(*command, options.progress);
   add_device_option(*command, options.device);
@@ -110,7 +112,7 @@ CLI::App* add_step_command(CLI::App& app, StepBenchOptions& options) {
 
 int64_t run_step_bench(const StepBenchOptions& options, MPI_Comm comm) {
   if (options.device == BenchDevice::kCuda) return run_gpu_step_bench(options, comm);
-  StepRun run(options, comm, kPathCount);
+  StepRun run(options, comm, options.herd_only ? 1 : kPathCount);
   StepTableInfo info = run.table_info("cpu");
   info.baseline = "mpi";
   std::vector<StepPathResult> results;
@@ -126,6 +128,10 @@ int64_t run_step_bench(const StepBenchOptions& options, MPI_Comm comm) {
     std::memcpy(run.output.data(), run.input.data(), arena_bytes);
   };
   run.measure_herd_paths("herd-bench/step/", inputs, outputs, &results, &outputs, reset_in_place);
+  if (options.herd_only) {
+    if (run.rank == 0) print_step_table(info, results, options.csv);
+    return results.front().wrong;
+  }
   {
     // herd-inplace in a shared arena, poisoned and checked through `output`.
     SharedBuffer arena(arena_bytes);

@@ -37,6 +37,9 @@ struct StepBenchOptions {
   // --device: cuda reduces GPU buffers instead (gpu_step_bench.cc), against
   // raw NCCL.
   BenchDevice device = BenchDevice::kCpu;
+  // --herd-only: the herd path alone, with herd as configured (no restart,
+  // no baselines), to compare herd's settings across launches.
+  bool herd_only = false;
   bool csv = false;  // CSV on stdout instead of the aligned table
   // --progress (-q: never): rank 0's path lines and steps on stderr.
   ProgressMode progress = ProgressMode::kAuto;

@@ -168,6 +168,7 @@ void StepRun::measure_herd_paths(const std::string& name_prefix,
   };
   const std::function<void()> herd_step = step_over(names, inputs, outputs);
   results->push_back(measure("herd", herd_step));
+  if (options.herd_only) return;
   if (in_place != nullptr) {
     results->push_back(
         measure("herd-inplace", step_over(in_place_names, *in_place, *in_place), reset_in_place));

@@ -132,7 +132,7 @@ struct StepRun {
   // reduced in its own buffer (input == output, as an optimizer reduces its
   // gradients, under the names `name_prefix` + "inplace/" + the parameter's),
   // `reset_in_place` putting the input back into those buffers before each
-  // step, untimed.
+  // step, untimed. With options.herd_only, the row herd alone.
   void measure_herd_paths(const std::string& name_prefix, const std::vector<TensorView>& inputs,
                           const std::vector<TensorView>& outputs,
                           std::vector<StepPathResult>* results,

@@ -57,8 +57,9 @@ bool process_exited(uint64_t pid) {
 
 }  // namespace
 
-std::size_t shm_chunk_bytes(bool output_streams, std::size_t slot_bytes) {
-  return output_streams ? slot_bytes : std::min(slot_bytes, kShmShortChunkBytes);
+std::size_t shm_chunk_bytes(bool output_streams, std::size_t slot_bytes,
+                            std::size_t short_chunk_bytes) {
+  return output_streams ? slot_bytes : std::min(slot_bytes, short_chunk_bytes);
 }
 
 bool shm_streams_output(std::size_t bytes, std::size_t later_bytes) {
@@ -364,6 +365,12 @@ Status ShmAllreduceGroup::allreduce_single_copy(const uint8_t* in, uint8_t* out,
 
 void ShmAllreduceGroup::set_wait_hooks(ShmWaitHooks hooks) { hooks_ = std::move(hooks); }
 
+void ShmAllreduceGroup::set_short_chunk_bytes(std::size_t bytes) {
+  HERD_ENFORCE_GE(bytes, kCacheLineBytes);
+  HERD_ENFORCE_EQ(bytes % kCacheLineBytes, std::size_t{0});
+  short_chunk_bytes_ = bytes;
+}
+
 Status ShmAllreduceGroup::wait_for_all(ShmCounter ShmRankControl::*counter, uint64_t sequence,
                                        const char* phase, int64_t chunk, int64_t chunks) {
   using Clock = std::chrono::steady_clock;
@@ -430,8 +437,8 @@ Status ShmAllreduceGroup::allreduce(const void* input, void* output, int64_t cou
   const auto me = static_cast<std::size_t>(rank_);
   const std::size_t total_bytes = static_cast<std::size_t>(count) * element_size;
   const bool streaming = shm_streams_output(total_bytes, later_bytes);
-  const auto chunk_count =
-      static_cast<int64_t>(shm_chunk_bytes(streaming, slot_bytes_) / element_size);
+  const auto chunk_count = static_cast<int64_t>(
+      shm_chunk_bytes(streaming, slot_bytes_, short_chunk_bytes_) / element_size);
   const int64_t line_count = static_cast<int64_t>(kCacheLineBytes / element_size);
   const int64_t chunks = count == 0 ? 0 : (count + chunk_count - 1) / chunk_count;
   const auto* in = static_cast<const uint8_t*>(input);

@@ -159,8 +159,10 @@ using CrossMemoryRead = ssize_t (*)(pid_t pid, const iovec* local, unsigned long
                                     const iovec* remote, unsigned long remote_count,
                                     unsigned long flags);
 
-// Bytes of the chunks of a call with slots of `slot_bytes`.
-std::size_t shm_chunk_bytes(bool output_streams, std::size_t slot_bytes);
+// Bytes of the chunks of a call with slots of `slot_bytes`, where a call
+// whose output does not stream takes chunks of at most `short_chunk_bytes`.
+std::size_t shm_chunk_bytes(bool output_streams, std::size_t slot_bytes,
+                            std::size_t short_chunk_bytes = kShmShortChunkBytes);
 
 // What a group's waits learn from outside the shared memory (all optional):
 // `describe` names a rank of the group for messages ("rank 1 (host h, pid
@@ -246,6 +248,11 @@ class ShmAllreduceGroup {
   // probe_single_copy checks. Every rank must set the same, before a call.
   void set_direct_min_bytes(std::size_t min_bytes) { direct_min_bytes_ = min_bytes; }
   std::size_t direct_min_bytes() const { return direct_min_bytes_; }
+  // The chunk of a call whose output does not stream (kShmShortChunkBytes
+  // by default; autotuning changes it, src/autotune.h), a multiple of the
+  // cache line. Every rank must set the same, between calls.
+  void set_short_chunk_bytes(std::size_t bytes);
+  std::size_t short_chunk_bytes() const { return short_chunk_bytes_; }
   // Tests: reads other processes' memory with `read` instead of
   // process_vm_readv (the probe and the single-copy path).
   void set_cross_memory_read(CrossMemoryRead read) { read_ = read; }
@@ -294,6 +301,7 @@ class ShmAllreduceGroup {
 
   int rank_;
   std::size_t slot_bytes_;
+  std::size_t short_chunk_bytes_ = kShmShortChunkBytes;
   std::chrono::milliseconds stall_timeout_;
   ShmWaitHooks hooks_;
   std::optional<ShmLineMode> fixed_mode_;  // else rank 0's chooser_ decides

@@ -7,7 +7,7 @@
 //   log its "started" line, which shows the fusion threshold and cycle time
 //   HOROVOD_FUSION_THRESHOLD and HOROVOD_CYCLE_TIME gave, and an allreduce
 //   runs; a HERD_* variable beside its alias wins and init says so at info;
-//   HOROVOD_AUTOTUNE=1 is warned about once per process, however often init
+//   HOROVOD_CONTROLLER=gloo is warned about once per process, however often init
 //   runs; HOROVOD_DYNAMIC_PROCESS_SETS=1 and HOROVOD_TIMELINE=DYNAMIC are
 //   accepted without a word;
 // - an alias of a compared setting on one rank only fails init on every rank
@@ -50,7 +50,7 @@ constexpr const char* kVariables[] = {
     "HOROVOD_FUSION_THRESHOLD",
     "HOROVOD_CYCLE_TIME",
     "HOROVOD_CACHE_CAPACITY",
-    "HOROVOD_AUTOTUNE",
+    "HOROVOD_CONTROLLER",
     "HOROVOD_TIMELINE",
     "HOROVOD_DYNAMIC_PROCESS_SETS",
 };
@@ -150,7 +150,7 @@ void test_aliases_in_effect(const Job& job) {
   setenv("HOROVOD_CYCLE_TIME", "2.5", 1);
   setenv("HERD_CACHE_CAPACITY", "16", 1);
   setenv("HOROVOD_CACHE_CAPACITY", "8", 1);
-  setenv("HOROVOD_AUTOTUNE", "1", 1);
+  setenv("HOROVOD_CONTROLLER", "gloo", 1);
   setenv("HOROVOD_DYNAMIC_PROCESS_SETS", "1", 1);
   setenv("HOROVOD_TIMELINE", "DYNAMIC", 1);
   const std::string log = capture_stderr(job, [&] {
@@ -185,15 +185,14 @@ void test_aliases_in_effect(const Job& job) {
                              "HERD_CACHE_CAPACITY='16' and ignores HOROVOD_CACHE_CAPACITY='8'\n";
   job.rec.check(count_of(log, choice) == 2, "HERD_CACHE_CAPACITY wins, said at each init",
                 "expected the line \"" + choice + "\" twice in stderr, got \"" + log + "\"");
-  const std::string autotune = prefix +
-                               "WARN: herd::init: HOROVOD_AUTOTUNE='1' is ignored: herd has no "
-                               "autotuning; set HERD_FUSION_THRESHOLD and HERD_CYCLE_TIME "
-                               "instead\n";
-  job.rec.check(count_of(log, autotune) == 1, "HOROVOD_AUTOTUNE warned once",
-                "expected the line \"" + autotune + "\" once in stderr, got \"" + log + "\"");
+  const std::string controller = prefix +
+                                 "WARN: herd::init: HOROVOD_CONTROLLER='gloo' is ignored: herd's "
+                                 "ranks coordinate over MPI only; it has no Gloo\n";
+  job.rec.check(count_of(log, controller) == 1, "HOROVOD_CONTROLLER warned once",
+                "expected the line \"" + controller + "\" once in stderr, got \"" + log + "\"");
   job.rec.check(count_of(log, "WARN: herd::init: HOROVOD_") == 1,
                 "HOROVOD_DYNAMIC_PROCESS_SETS and HOROVOD_TIMELINE=DYNAMIC accepted silently",
-                "expected no warning but HOROVOD_AUTOTUNE's in stderr, got \"" + log + "\"");
+                "expected no warning but HOROVOD_CONTROLLER's in stderr, got \"" + log + "\"");
   unset_all();
 }
 

@@ -61,6 +61,14 @@ std::set<std::string> differing_fields(const Config& a, const Config& b) {
   if (a.timeline_path != b.timeline_path) fields.insert("timeline_path");
   if (a.timeline_mark_cycles != b.timeline_mark_cycles) fields.insert("timeline_mark_cycles");
   if (a.print_stats != b.print_stats) fields.insert("print_stats");
+  if (a.autotune != b.autotune) fields.insert("autotune");
+  if (a.autotune_log != b.autotune_log) fields.insert("autotune_log");
+  if (a.autotune_warmup_samples != b.autotune_warmup_samples) {
+    fields.insert("autotune_warmup_samples");
+  }
+  if (a.autotune_steps_per_sample != b.autotune_steps_per_sample) {
+    fields.insert("autotune_steps_per_sample");
+  }
   return fields;
 }
 
@@ -87,7 +95,11 @@ const std::set<std::string> kAllFields = {"fusion_threshold_bytes",
                                           "kvstore_bigarray_bound",
                                           "timeline_path",
                                           "timeline_mark_cycles",
-                                          "print_stats"};
+                                          "print_stats",
+                                          "autotune",
+                                          "autotune_log",
+                                          "autotune_warmup_samples",
+                                          "autotune_steps_per_sample"};
 
 void check_rejected(const std::string& variable, const std::string& value,
                     const std::string& expected) {
@@ -585,8 +597,8 @@ TEST_CASE("config: HOROVOD_* variables without an effect on herd change nothing"
 
 TEST_CASE("config: HOROVOD_* variables herd cannot honour are named with the reason",
           "[config][horovod]") {
-  Read r = read_with_notes({{"HOROVOD_AUTOTUNE", "1"},
-                            {"HOROVOD_AUTOTUNE_LOG", "/tmp/autotune.csv"},
+  Read r = read_with_notes({{"HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "20"},
+                            {"HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "0.8"},
                             {"HOROVOD_CONTROLLER", "gloo"},
                             {"HOROVOD_CPU_OPERATIONS", "ccl"},
                             {"HOROVOD_MPI_THREADS_DISABLE", "1"},
@@ -598,10 +610,12 @@ TEST_CASE("config: HOROVOD_* variables herd cannot honour are named with the rea
   CHECK(r.changed.empty());
   CHECK(r.notes.warnings ==
         std::vector<std::string>{
-            "HOROVOD_AUTOTUNE='1' is ignored: herd has no autotuning; set HERD_FUSION_THRESHOLD "
-            "and HERD_CYCLE_TIME instead",
-            "HOROVOD_AUTOTUNE_LOG='/tmp/autotune.csv' is ignored: herd has no autotuning; set "
-            "HERD_FUSION_THRESHOLD and HERD_CYCLE_TIME instead",
+            "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES='20' is ignored: herd's autotuning searches "
+            "by coordinate descent, not Bayesian optimisation; HERD_AUTOTUNE_STEPS_PER_SAMPLE "
+            "sets how long each sample is",
+            "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE='0.8' is ignored: herd's autotuning "
+            "searches by coordinate descent, not Bayesian optimisation; "
+            "HERD_AUTOTUNE_STEPS_PER_SAMPLE sets how long each sample is",
             "HOROVOD_CONTROLLER='gloo' is ignored: herd's ranks coordinate over MPI only; it has "
             "no Gloo",
             "HOROVOD_CPU_OPERATIONS='ccl' is ignored: herd runs CPU collectives over MPI and "
@@ -635,7 +649,7 @@ TEST_CASE("config: HOROVOD_* variables herd cannot honour are named with the rea
   }
 
   // Warned about also when another variable fails the read.
-  r = read_with_notes({{"HOROVOD_AUTOTUNE", "1"}, {"HOROVOD_FUSION_THRESHOLD", "abc"}});
+  r = read_with_notes({{"HOROVOD_CONTROLLER", "gloo"}, {"HOROVOD_FUSION_THRESHOLD", "abc"}});
   CHECK_FALSE(r.status.is_ok());
   CHECK(r.notes.warnings.size() == 1);
 }
@@ -657,7 +671,11 @@ TEST_CASE("config: the aliases and the settings they stand for", "[config][horov
       {"HOROVOD_GPU_OPERATIONS", "HERD_GPU_ALLREDUCE"},
       {"HOROVOD_HIERARCHICAL_ALLREDUCE", "HERD_HIERARCHICAL_ALLREDUCE"},
       {"HOROVOD_TIMELINE", "HERD_TIMELINE"},
-      {"HOROVOD_TIMELINE_MARK_CYCLES", "HERD_TIMELINE_MARK_CYCLES"}};
+      {"HOROVOD_TIMELINE_MARK_CYCLES", "HERD_TIMELINE_MARK_CYCLES"},
+      {"HOROVOD_AUTOTUNE", "HERD_AUTOTUNE"},
+      {"HOROVOD_AUTOTUNE_LOG", "HERD_AUTOTUNE_LOG"},
+      {"HOROVOD_AUTOTUNE_WARMUP_SAMPLES", "HERD_AUTOTUNE_WARMUP_SAMPLES"},
+      {"HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "HERD_AUTOTUNE_STEPS_PER_SAMPLE"}};
   std::vector<std::pair<std::string, std::string>> listed;
   for (const AliasDoc& alias : alias_docs()) listed.emplace_back(alias.variable, alias.setting);
   CHECK(listed == expected);
@@ -734,6 +752,43 @@ TEST_CASE("config: HERD_STATS", "[config]") {
   for (const char* bad : {"2", "true", "on", "", " 1"}) check_rejected("HERD_STATS", bad, "0 or 1");
 }
 
+TEST_CASE("config: HERD_AUTOTUNE and its Horovod names", "[config][horovod]") {
+  Config config;
+  CHECK_FALSE(config.autotune);
+  CHECK(config.autotune_log.empty());
+  CHECK(config.autotune_warmup_samples == 3);
+  CHECK(config.autotune_steps_per_sample == 10);
+  REQUIRE(read({{"HOROVOD_AUTOTUNE", "1"},
+                {"HOROVOD_AUTOTUNE_LOG", "/tmp/trials.csv"},
+                {"HOROVOD_AUTOTUNE_WARMUP_SAMPLES", "0"},
+                {"HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "4"}},
+               &config)
+              .is_ok());
+  CHECK(config.autotune);
+  CHECK(config.autotune_log == "/tmp/trials.csv");
+  CHECK(config.autotune_warmup_samples == 0);
+  CHECK(config.autotune_steps_per_sample == 4);
+  // herd's own variables win, and Horovod's names draw no warning now.
+  Read r = read_with_notes({{"HERD_AUTOTUNE", "0"},
+                            {"HOROVOD_AUTOTUNE", "1"},
+                            {"HERD_AUTOTUNE_STEPS_PER_SAMPLE", "2"},
+                            {"HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "4"}});
+  REQUIRE(r.status.is_ok());
+  CHECK_FALSE(r.config.autotune);
+  CHECK(r.config.autotune_steps_per_sample == 2);
+  CHECK(r.notes.warnings.empty());
+  for (const char* bad : {"2", "true", "", " 1"}) {
+    check_rejected("HERD_AUTOTUNE", bad, "0 or 1");
+    check_rejected("HOROVOD_AUTOTUNE", bad, "0 or 1");
+  }
+  for (const char* bad : {"0", "-1", "1.5", "x"}) {
+    check_rejected("HERD_AUTOTUNE_STEPS_PER_SAMPLE", bad, "a positive integer (steps)");
+  }
+  for (const char* bad : {"-1", "1.5", ""}) {
+    check_rejected("HERD_AUTOTUNE_WARMUP_SAMPLES", bad, "a non-negative integer (samples)");
+  }
+}
+
 TEST_CASE("config: several bad values are reported together", "[config]") {
   Config config;
   Status status = read(
@@ -747,19 +802,34 @@ TEST_CASE("config: several bad values are reported together", "[config]") {
 }
 
 TEST_CASE("config: setting_docs covers every field exactly once", "[config]") {
-  const std::map<std::string, std::string> non_default = {
-      {"HERD_FUSION_THRESHOLD", "1"},        {"HERD_CYCLE_TIME", "0.25"},
-      {"HERD_CACHE_CAPACITY", "7"},          {"HERD_LOG_LEVEL", "trace"},
-      {"HERD_RING_SEGMENT_BYTES", "3"},      {"HERD_SMALL_ALLREDUCE_BYTES", "5"},
-      {"HERD_STALL_CHECK_TIME", "2.5"},      {"HERD_PROCESS_SETS", "0,1"},
-      {"HERD_FUSION_MAX_TENSOR_BYTES", "9"}, {"HERD_GPU_ALLREDUCE", "mpi"},
-      {"HERD_HIERARCHICAL_ALLREDUCE", "1"},  {"HERD_NCCL_TIMEOUT", "1.5"},
-      {"HERD_GPU_STAGING_BYTES", "4096"},    {"HERD_EAGER_PIECE_BYTES", "0"},
-      {"HERD_SHM_ALLREDUCE_BYTES", "0"},     {"HERD_STALL_SHUTDOWN_TIME", "7.5"},
-      {"HERD_SHM_SINGLE_COPY", "off"},       {"HERD_ALLREDUCE_ALGORITHM", "ring"},
-      {"HERD_COLLECTIVE_TIMEOUT", "4"},      {"HERD_NUM_SERVERS", "2"},
-      {"HERD_KVSTORE_BIGARRAY_BOUND", "10"}, {"HERD_TIMELINE", "/tmp/timeline.json"},
-      {"HERD_TIMELINE_MARK_CYCLES", "1"},    {"HERD_STATS", "1"}};
+  const std::map<std::string, std::string> non_default = {{"HERD_FUSION_THRESHOLD", "1"},
+                                                          {"HERD_CYCLE_TIME", "0.25"},
+                                                          {"HERD_CACHE_CAPACITY", "7"},
+                                                          {"HERD_LOG_LEVEL", "trace"},
+                                                          {"HERD_RING_SEGMENT_BYTES", "3"},
+                                                          {"HERD_SMALL_ALLREDUCE_BYTES", "5"},
+                                                          {"HERD_STALL_CHECK_TIME", "2.5"},
+                                                          {"HERD_PROCESS_SETS", "0,1"},
+                                                          {"HERD_FUSION_MAX_TENSOR_BYTES", "9"},
+                                                          {"HERD_GPU_ALLREDUCE", "mpi"},
+                                                          {"HERD_HIERARCHICAL_ALLREDUCE", "1"},
+                                                          {"HERD_NCCL_TIMEOUT", "1.5"},
+                                                          {"HERD_GPU_STAGING_BYTES", "4096"},
+                                                          {"HERD_EAGER_PIECE_BYTES", "0"},
+                                                          {"HERD_SHM_ALLREDUCE_BYTES", "0"},
+                                                          {"HERD_STALL_SHUTDOWN_TIME", "7.5"},
+                                                          {"HERD_SHM_SINGLE_COPY", "off"},
+                                                          {"HERD_ALLREDUCE_ALGORITHM", "ring"},
+                                                          {"HERD_COLLECTIVE_TIMEOUT", "4"},
+                                                          {"HERD_NUM_SERVERS", "2"},
+                                                          {"HERD_KVSTORE_BIGARRAY_BOUND", "10"},
+                                                          {"HERD_TIMELINE", "/tmp/timeline.json"},
+                                                          {"HERD_TIMELINE_MARK_CYCLES", "1"},
+                                                          {"HERD_AUTOTUNE", "1"},
+                                                          {"HERD_AUTOTUNE_LOG", "/tmp/a.csv"},
+                                                          {"HERD_AUTOTUNE_WARMUP_SAMPLES", "0"},
+                                                          {"HERD_AUTOTUNE_STEPS_PER_SAMPLE", "2"},
+                                                          {"HERD_STATS", "1"}};
   std::vector<SettingDoc> docs = setting_docs();
   REQUIRE(docs.size() == non_default.size());
 

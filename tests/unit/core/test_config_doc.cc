@@ -302,13 +302,14 @@ TEST_CASE("configuration.md: the table of Horovod's variables agrees with the co
                                    "'alias of `HERD_CACHE_CAPACITY`'"});
     CHECK(horovod_table_mismatches(replaced(doc, row, row + row), aliases, warned) ==
           std::vector<std::string>{"HOROVOD_CYCLE_TIME has more than one row"});
-    const std::string autotune = table_line(doc, "| `HOROVOD_AUTOTUNE` |");
+    const std::string controller = table_line(doc, "| `HOROVOD_CONTROLLER` |");
     CHECK(horovod_table_mismatches(
-              replaced(doc, autotune,
-                       replaced(autotune, "| warning unless `0` |", "| accepted silently |")),
+              replaced(doc, controller,
+                       replaced(controller, "| warning unless `mpi` (any case) |",
+                                "| accepted silently |")),
               aliases, warned) ==
           std::vector<std::string>{
-              "HOROVOD_AUTOTUNE draws a warning but its row says 'accepted silently'"});
+              "HOROVOD_CONTROLLER draws a warning but its row says 'accepted silently'"});
     const std::string dynamic = table_line(doc, "| `HOROVOD_DYNAMIC_PROCESS_SETS` |");
     CHECK(horovod_table_mismatches(replaced(doc, dynamic,
                                             replaced(dynamic, "| accepted silently |",

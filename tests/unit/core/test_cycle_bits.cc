@@ -88,6 +88,15 @@ TEST_CASE("cycle bits: capacity 0 still carries the flags", "[cycle_bits]") {
   CHECK(agreement.any_stall_due);
   CHECK_FALSE(agreement.any_shutdown);
   CHECK_FALSE(agreement.any_uncached);
+  CHECK_FALSE(agreement.autotune_decision);
+  CycleBits deciding;
+  deciding.autotune_decision = true;
+  agreement = decode_cycle_bits(and_over_ranks({deciding, quiet, quiet}, 0), 0);
+  CHECK(agreement.autotune_decision);
+  CHECK_FALSE(agreement.any_wants_ready_ranks);
+  CHECK_FALSE(agreement.any_stall_due);
+  CHECK_FALSE(agreement.any_shutdown);
+  CHECK_FALSE(agreement.any_uncached);
 }
 
 TEST_CASE("cycle bits: the AND over 1..5 ranks", "[cycle_bits]") {
@@ -108,6 +117,7 @@ TEST_CASE("cycle bits: the AND over 1..5 ranks", "[cycle_bits]") {
         bool any_uncached = false;
         bool any_shutdown = false;
         bool any_stall_due = false;
+        bool autotune_decision = false;
         std::vector<std::set<uint32_t>> ready_by_rank;
         for (CycleBits& bits : ranks) {
           std::set<uint32_t> ready = common;
@@ -119,12 +129,14 @@ TEST_CASE("cycle bits: the AND over 1..5 ranks", "[cycle_bits]") {
           bits.has_uncached = rarely(rng);
           bits.shutdown = rarely(rng);
           bits.stall_due = rarely(rng);
+          bits.autotune_decision = rarely(rng);
           bits.ready_slots.assign(ready.begin(), ready.end());
           std::shuffle(bits.ready_slots.begin(), bits.ready_slots.end(), rng);  // order is free
           bits.invalid_slots.assign(invalid.begin(), invalid.end());
           any_uncached = any_uncached || bits.has_uncached;
           any_shutdown = any_shutdown || bits.shutdown;
           any_stall_due = any_stall_due || bits.stall_due;
+          autotune_decision = autotune_decision || bits.autotune_decision;
           expected_invalid.insert(invalid.begin(), invalid.end());
           ready_by_rank.push_back(ready);
         }
@@ -139,6 +151,7 @@ TEST_CASE("cycle bits: the AND over 1..5 ranks", "[cycle_bits]") {
         CHECK(agreement.any_uncached == any_uncached);
         CHECK(agreement.any_shutdown == any_shutdown);
         CHECK(agreement.any_stall_due == any_stall_due);
+        CHECK(agreement.autotune_decision == autotune_decision);
         CHECK(agreement.ready_everywhere == sorted(ready_everywhere));
         CHECK(agreement.invalid_anywhere == sorted(expected_invalid));
       }
