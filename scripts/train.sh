@@ -23,6 +23,9 @@ scripts/build.sh
 # herd-train reads every option also from HERD_<OPTION>; a command-line
 # option wins over the variable.
 export HERD_EPOCHS="${HERD_EPOCHS:-2}"
+# An epoch of this short run takes seconds: a progress line every second
+# (rank 0's stderr is a pipe under mpirun) shows it moving.
+export HERD_PROGRESS_INTERVAL="${HERD_PROGRESS_INTERVAL:-1}"
 servers="${HERD_NUM_SERVERS:-0}"
 for ((i = 1; i <= $#; ++i)); do
   case "${!i}" in
