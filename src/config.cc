@@ -456,7 +456,7 @@ const std::array<Setting, 23> kSettings = {{
 // examples/herd_train/train_options.h) read them, and they reach herd::init
 // through the environment of the processes those start. Known, so that they
 // draw no warning; candidates for "did you mean" like the settings.
-constexpr std::array<const char*, 45> kToolVariables = {{
+constexpr std::array<const char*, 48> kToolVariables = {{
     // scripts/ and setup.py
     "HERD_BUILD_DIR",
     "HERD_CMAKE_ARGS",
@@ -479,6 +479,7 @@ constexpr std::array<const char*, 45> kToolVariables = {{
     // herd-train's options
     "HERD_BATCH_SIZE",
     "HERD_CHECKPOINT",
+    "HERD_COMMIT_EVERY",
     "HERD_COMMUNICATION",
     "HERD_COMPRESSION_THRESHOLD",
     "HERD_DATA_DIR",
@@ -488,6 +489,8 @@ constexpr std::array<const char*, 45> kToolVariables = {{
     "HERD_GRADIENT_ACCUMULATION",
     "HERD_GRADIENT_COMPRESSION",
     "HERD_HIDDEN",
+    "HERD_KILL_AT_STEP",
+    "HERD_KILL_RANK",
     "HERD_KVSTORE",
     "HERD_LEARNING_RATE",
     "HERD_LR_SCHEDULE",

@@ -861,10 +861,11 @@ TEST_CASE("config: compared values print as the variables spell them", "[config]
 TEST_CASE("config: unknown HERD_* variables are named with the closest known one", "[config]") {
   CHECK(unknown_variable_warnings({}).empty());
   // Settings and the variables of herd's scripts and herd-train are known.
-  CHECK(unknown_variable_warnings(
-            {"HERD_FUSION_THRESHOLD", "HERD_LOG_LEVEL", "HERD_BUILD_DIR", "HERD_TRAIN_RANKS",
-             "HERD_DEMO_RANKS", "HERD_EPOCHS", "HERD_BATCH_SIZE", "HERD_LR_STEP_GAMMA",
-             "HERD_CHECK_JOBS", "HERD_CMAKE_ARGS", "HERD_GRADIENT_COMPRESSION", "HERD_SLOW_RANK"})
+  CHECK(unknown_variable_warnings({"HERD_FUSION_THRESHOLD", "HERD_LOG_LEVEL", "HERD_BUILD_DIR",
+                                   "HERD_TRAIN_RANKS", "HERD_DEMO_RANKS", "HERD_EPOCHS",
+                                   "HERD_BATCH_SIZE", "HERD_LR_STEP_GAMMA", "HERD_CHECK_JOBS",
+                                   "HERD_CMAKE_ARGS", "HERD_GRADIENT_COMPRESSION", "HERD_SLOW_RANK",
+                                   "HERD_COMMIT_EVERY", "HERD_KILL_RANK", "HERD_KILL_AT_STEP"})
             .empty());
   CHECK(unknown_variable_warnings({"HERD_FUSION_THRESOLD", "HERD_LOGLEVEL", "HERD_TRAIN_RANK",
                                    "HERD_CYCLE_TIMES", "HERD_SHM_ALLREDUCE_BYTE"}) ==
