@@ -181,7 +181,7 @@ int64_t field_value(const Config& config) {
 // ranks that disagreed would hang on. HERD_PROCESS_SETS must agree too but
 // is compared list by list when the sets are made; HERD_EAGER_PIECE_BYTES
 // may differ because the ranks take the smallest value.
-const std::array<Setting, 23> kSettings = {{
+const std::array<Setting, 24> kSettings = {{
     {"HERD_FUSION_THRESHOLD", "4194304",
      "Most bytes packed into one fusion buffer; 0 turns fusion off, so every "
      "tensor is reduced on its own.",
@@ -428,6 +428,16 @@ const std::array<Setting, 23> kSettings = {{
        return Status::ok();
      },
      &field_value<&Config::kvstore_bigarray_bound>, &decimal_text, "MXNET_KVSTORE_BIGARRAY_BOUND"},
+    {"HERD_ELASTIC_DIR", "herd-elastic",
+     "Directory where herd.torch.elastic's state.commit() writes the job's state "
+     "(state.pt, rank 0) and where a relaunched job reads it; relative to the "
+     "working directory.",
+     [](const char* variable, std::string_view text, Config* config) {
+       if (text.empty()) return bad_value(variable, text, "a directory path");
+       config->elastic_dir = std::string(text);
+       return Status::ok();
+     },
+     kMayDiffer},
     {"HERD_TIMELINE", "",
      "File each rank's timeline is written to from herd::init on (Chrome trace "
      "JSON, docs/timeline.md); %r in it stands for the rank, and without %r "

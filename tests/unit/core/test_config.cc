@@ -58,6 +58,7 @@ std::set<std::string> differing_fields(const Config& a, const Config& b) {
   if (a.kvstore_bigarray_bound != b.kvstore_bigarray_bound) {
     fields.insert("kvstore_bigarray_bound");
   }
+  if (a.elastic_dir != b.elastic_dir) fields.insert("elastic_dir");
   if (a.timeline_path != b.timeline_path) fields.insert("timeline_path");
   if (a.timeline_mark_cycles != b.timeline_mark_cycles) fields.insert("timeline_mark_cycles");
   return fields;
@@ -84,6 +85,7 @@ const std::set<std::string> kAllFields = {"fusion_threshold_bytes",
                                           "gpu_staging_bytes",
                                           "num_servers",
                                           "kvstore_bigarray_bound",
+                                          "elastic_dir",
                                           "timeline_path",
                                           "timeline_mark_cycles"};
 
@@ -722,6 +724,14 @@ TEST_CASE("config: HERD_TIMELINE and HERD_TIMELINE_MARK_CYCLES", "[config]") {
   }
 }
 
+TEST_CASE("config: HERD_ELASTIC_DIR", "[config]") {
+  Config config;
+  CHECK(config.elastic_dir == "herd-elastic");
+  REQUIRE(read({{"HERD_ELASTIC_DIR", "/shared/job7"}}, &config).is_ok());
+  CHECK(config.elastic_dir == "/shared/job7");
+  check_rejected("HERD_ELASTIC_DIR", "", "a directory path");
+}
+
 TEST_CASE("config: several bad values are reported together", "[config]") {
   Config config;
   Status status = read(
@@ -747,7 +757,7 @@ TEST_CASE("config: setting_docs covers every field exactly once", "[config]") {
       {"HERD_SHM_SINGLE_COPY", "off"},       {"HERD_ALLREDUCE_ALGORITHM", "ring"},
       {"HERD_COLLECTIVE_TIMEOUT", "4"},      {"HERD_NUM_SERVERS", "2"},
       {"HERD_KVSTORE_BIGARRAY_BOUND", "10"}, {"HERD_TIMELINE", "/tmp/timeline.json"},
-      {"HERD_TIMELINE_MARK_CYCLES", "1"}};
+      {"HERD_TIMELINE_MARK_CYCLES", "1"},    {"HERD_ELASTIC_DIR", "/tmp/state"}};
   std::vector<SettingDoc> docs = setting_docs();
   REQUIRE(docs.size() == non_default.size());
 
