@@ -10,6 +10,7 @@
 #                                 herd::train and herd::kvstore
 #   bin/herd-train                the training job, when examples are built
 #   bin/herd-bench                the benchmark, when benchmarks are built
+#   bin/herdrun                   the launcher
 #   libexec/herd/allreduce_demo   the demo, when examples are built (kept out
 #                                 of bin/: it is an example, not a tool)
 # herd's static layers (herd_core, herd_collectives, herd_ops, herd_common) are
@@ -54,6 +55,8 @@ endif()
 if(TARGET herd-bench)
   herd_install_program(herd-bench ${CMAKE_INSTALL_BINDIR})
 endif()
+# herdrun links no library of herd, so it needs no RPATH of its own.
+install(TARGETS herdrun RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 if(TARGET allreduce_demo)
   herd_install_program(allreduce_demo ${HERD_INSTALL_EXAMPLESDIR})
 endif()

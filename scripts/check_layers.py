@@ -45,7 +45,9 @@ LAYERS = {
     "bindings": (["bindings/"], ["kvstore", "train", "api"]),
     "examples": (["examples/"], ["kvstore", "train", "api"]),
     "benchmarks": (["benchmarks/"], ["kvstore", "train", "api", "collectives", "ops", "common"]),
-    "tests": (["tests/"], ["benchmarks", "examples", "bindings", "kvstore", "train", "api", "core",
+    # herdrun: links no herd library, so it sees no layer but its own.
+    "launcher": (["launcher/"], []),
+    "tests": (["tests/"], ["launcher", "benchmarks", "examples", "bindings", "kvstore", "train", "api", "core",
                            "collectives", "ops", "common"]),
 }
 

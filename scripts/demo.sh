@@ -2,8 +2,8 @@
 # Usage: scripts/demo.sh [--] [DEMO_ARGS...]
 #
 # herd's main job: installs what is missing, builds, and runs the allreduce
-# demo on 2 ranks (HERD_DEMO_RANKS for another count). Extra arguments go to
-# the demo, e.g.
+# demo on 2 ranks through herdrun (HERD_DEMO_RANKS for another count). Extra
+# arguments go to the demo, e.g.
 #   scripts/demo.sh --dtype bfloat16 --op average --elements 65536
 #   scripts/demo.sh -- --help     (the demo's options, after the build)
 set -euo pipefail
@@ -15,6 +15,5 @@ if [[ "${1:-}" == -- ]]; then shift; fi
 scripts/install_deps.sh
 scripts/build.sh
 
-mapfile -t mpirun_flags < <(herd_mpirun_flags)
-exec mpirun "${mpirun_flags[@]}" -np "${HERD_DEMO_RANKS:-2}" \
+exec "$HERD_BUILD_DIR/launcher/herdrun" -np "${HERD_DEMO_RANKS:-2}" \
   "$HERD_BUILD_DIR/examples/allreduce_demo" "$@"

@@ -461,12 +461,12 @@ const std::array<Setting, 24> kSettings = {{
      kMayDiffer},
 }};
 
-// HERD_* variables that are not settings: herd's scripts (scripts/,
+// HERD_* variables that are not settings: herdrun, herd's scripts (scripts/,
 // benchmarks/gpu/device_check.sh, setup.py) and herd-train (one per option,
 // examples/herd_train/train_options.h) read them, and they reach herd::init
 // through the environment of the processes those start. Known, so that they
 // draw no warning; candidates for "did you mean" like the settings.
-constexpr std::array<const char*, 48> kToolVariables = {{
+constexpr std::array<const char*, 49> kToolVariables = {{
     // scripts/ and setup.py
     "HERD_BUILD_DIR",
     "HERD_CMAKE_ARGS",
@@ -486,6 +486,8 @@ constexpr std::array<const char*, 48> kToolVariables = {{
     "HERD_CHECK_TARGETS",
     // tests/scripts/test_script_help.py
     "HERD_TEST_CALLS",
+    // herdrun (launcher/): which launch of the job this is, 0 for the first
+    "HERD_RESTART_COUNT",
     // herd-train's options
     "HERD_BATCH_SIZE",
     "HERD_CHECKPOINT",
