@@ -75,7 +75,8 @@ def main():
                     state.commit()
                 if launch == 0 and hvd.rank() == args.kill_rank and \
                         state.steps == args.kill_at_step:
-                    print(f"rank {hvd.rank()}: SIGKILL after step {state.steps}", flush=True)
+                    print(f"rank {hvd.rank()}: SIGKILL after step {state.steps}", file=sys.stderr,
+                          flush=True)
                     os.kill(os.getpid(), signal.SIGKILL)
             state.epoch += 1
             state.sampler.set_epoch(state.epoch)
