@@ -661,7 +661,9 @@ const std::array<UnhonouredVariable, 25> kUnhonoured = {{
     {"HOROVOD_DISABLE_NVTX_RANGES", "1", "herd emits no NVTX ranges"},
     {"HOROVOD_ENABLE_XLA_OPS", "0", "herd has no TensorFlow XLA operations"},
     {"HOROVOD_ADASUM_MPI_CHUNK_SIZE", "", "herd's Adasum has no chunk size to set"},
-    {"HOROVOD_ELASTIC", "0", "herd has no elastic training"},
+    {"HOROVOD_ELASTIC", "0",
+     "herd's elastic training restarts the whole job (herdrun --max-restarts) instead of "
+     "changing its hosts while it runs"},
     {"HOROVOD_LOG_HIDE_TIME", "1", "herd's log lines carry no time"},
 }};
 
