@@ -17,7 +17,9 @@
 #                    one commit interval; also a kill at the end of an epoch
 #                    (before its checkpoint) and one before the first commit
 #                    (a stale checkpoint of another run is not resumed); with
-#                    HERDRUN set, the same through herdrun --max-restarts 2
+#                    HERDRUN set, the same through herdrun --max-restarts 2;
+#                    and a kill mid-epoch with --kvstore dist_sync (the
+#                    store's optimizer states, one file per commit)
 #       bad_options  each misuse fails with its message: --kvstore local on 2
 #                    ranks, --gradient-compression with local or horovod,
 #                    --communication async with a synchronous --kvstore and
@@ -184,6 +186,15 @@ case "$mode" in
       grep -q "resumed from .* (step 30, .* on launch 1" "$work/out" ||
         fail "herdrun --max-restarts 2: launch 1 did not resume at step 30"
     fi
+    # A KVStore keeps its optimizer states in a file per commit beside the
+    # checkpoint; only the last commit's stays.
+    common+=(--kvstore dist_sync --optimizer adam --learning-rate 0.001)
+    run_ok "$ranks" "${common[@]}"
+    whole="$sum"
+    restart_case 28
+    states=("$work"/ckpt.kvstore-step*)
+    [[ ${#states[@]} -eq 1 && "${states[0]}" == "$work/ckpt.kvstore-step40" ]] ||
+      fail "dist_sync: KVStore states files ${states[*]}, expected only ckpt.kvstore-step40"
     ;;
   bad_options)
     expect_failure 2 "--commit-every 5 needs --checkpoint" --commit-every 5
