@@ -6,7 +6,9 @@ rank reads its own shard of the training set through torch's
 DistributedSampler, DistributedOptimizer averages the gradients across ranks,
 and rank 0 prints one line per epoch with the mean training loss, the test
 accuracy (every rank scores its shard of the test set; the counts are summed)
-and the samples per second of the whole job.
+and the samples per second of the whole job. During an epoch rank 0 shows its
+progress on stderr: redrawn in place on a terminal, else (under mpirun stderr
+is a pipe) a line every --progress-interval seconds.
 
     mpirun -np 2 .venv/bin/python examples/pytorch_fashion_mnist.py --epochs 3
 
@@ -50,6 +52,12 @@ def parse_args(argv):
     parser.add_argument("--train-limit", type=int, default=0,
                         help="use only the first N training images (0: all), for quick runs")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per rank")
+    parser.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
+                        help="rank 0's progress on stderr: auto (in place on a terminal, "
+                        "else a line every --progress-interval seconds), always (in place "
+                        "even when stderr is not a terminal: a terminal behind mpirun), never")
+    parser.add_argument("--progress-interval", type=float, default=5.0,
+                        help="seconds between two progress lines when not redrawn in place")
     parser.add_argument("--min-accuracy", type=float, default=0.0,
                         help="exit with status 1 when the last epoch's test accuracy (0-1) "
                         "is below this (for smoke tests)")
@@ -100,10 +108,47 @@ class Net(nn.Module):
         return self.fc2(x)
 
 
-def train_epoch(model, optimizer, loader, sampler, epoch):
+class Progress:
+    """One epoch's progress on a stream: in place (redrawn at most every 0.1 s), as a line
+    every `interval` seconds (none before the first interval), or nothing."""
+
+    def __init__(self, stream, mode, interval):
+        terminal = stream.isatty()
+        self.stream = stream
+        self.in_place = mode == "always" or (mode == "auto" and terminal)
+        self.on = mode != "never"
+        self.interval = 0.1 if self.in_place else interval
+        self.next = time.monotonic() + (0.0 if self.in_place else interval)
+        self.shown = False
+
+    def due(self):
+        return self.on and time.monotonic() >= self.next
+
+    def show(self, text):
+        if not self.due():
+            return
+        if self.in_place:
+            self.stream.write(f"\r{text}\033[K")
+            self.shown = True
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+        self.next = time.monotonic() + self.interval
+
+    def clear(self):
+        if self.shown:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+            self.shown = False
+
+
+def train_epoch(model, optimizer, loader, sampler, epoch, args):
     model.train()
     sampler.set_epoch(epoch)
     loss_sum, batches = 0.0, 0
+    progress = Progress(sys.stderr, args.progress if hvd.rank() == 0 else "never",
+                        args.progress_interval)
+    started = time.perf_counter()
     for images, labels in loader:
         optimizer.zero_grad()
         loss = F.cross_entropy(model(images), labels)
@@ -111,6 +156,12 @@ def train_epoch(model, optimizer, loader, sampler, epoch):
         optimizer.step()
         loss_sum += loss.item()
         batches += 1
+        if progress.due():
+            rate = batches * args.batch_size * hvd.size() / (time.perf_counter() - started)
+            progress.show(f"epoch {epoch}/{args.epochs} step {batches}/{len(loader)} "
+                          f"({100 * batches // len(loader)}%) loss {loss_sum / batches:.4f} "
+                          f"{rate:.0f} samples/s")
+    progress.clear()
     # The mean over every rank's batches.
     totals = hvd.allreduce(torch.tensor([loss_sum, float(batches)], dtype=torch.float64),
                            op=hvd.Sum, name="train.loss")
@@ -162,7 +213,7 @@ def main(argv):
               f"lr {args.lr * hvd.size():g}", flush=True)
     for epoch in range(1, args.epochs + 1):
         started = time.perf_counter()
-        loss = train_epoch(model, optimizer, train_loader, train_sampler, epoch)
+        loss = train_epoch(model, optimizer, train_loader, train_sampler, epoch, args)
         # The slowest rank's time: the job's samples/s.
         elapsed = hvd.allreduce(torch.tensor([time.perf_counter() - started]), op=hvd.Max,
                                 name="train.seconds").item()

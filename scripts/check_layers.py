@@ -35,7 +35,7 @@ LAYERS = {
     "ops": (["ops/"], ["common"]),
     "collectives": (["collectives/"], ["ops", "common"]),
     "core": (["src/", "include/herd/handle.h", "include/herd/process_set.h",
-              "include/herd/parameter_server.h"],
+              "include/herd/parameter_server.h", "include/herd/stats.h"],
              ["collectives", "ops", "common"]),
     "api": (["src/api*.cc", "include/herd/"],
             ["core", "collectives", "ops", "common"]),

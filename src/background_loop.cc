@@ -12,6 +12,7 @@
 #include "common/thread_role.h"
 #include "src/cycle_bits.h"
 #include "src/fusion_plan.h"
+#include "src/operation_stats.h"
 #include "src/spin_wait.h"
 #include "src/timeline.h"
 
@@ -596,6 +597,14 @@ Status BackgroundLoop::execute(std::vector<Agreed>* agreed) {
                        now, input_bytes(*entry));
       }
     }
+    const auto run_started = std::chrono::steady_clock::now();
+    bool run_counted = false;
+    for (TensorEntry* entry : entries) {
+      if (!entry->handle) continue;
+      entry->run_started = run_started;
+      entry->counts_run = !run_counted;
+      run_counted = true;
+    }
     Contribution contribution;
     contribution.identity = join_.joined_this_cycle();
     Status status;
@@ -621,6 +630,14 @@ void BackgroundLoop::complete(TensorEntry& entry, const Status& status) {
   // Ends the entry's operation, or its negotiation when it fails before one.
   Timeline& timeline = process_timeline();
   if (timeline.on()) timeline.end(entry.request.name, set_id_, Timeline::Clock::now());
+  const auto now = std::chrono::steady_clock::now();
+  OperationStats& stats = process_stats();
+  if (entry.counts_run && status.is_ok()) {
+    stats.record_run(set_id_, entry.request.type, now - entry.run_started);
+  }
+  // A barrier's token is herd's, not the caller's data.
+  const int64_t bytes = entry.request.type == CollectiveType::kBarrier ? 0 : input_bytes(entry);
+  stats.record_operation(set_id_, entry.request.type, status.is_ok(), bytes, now - entry.submitted);
   // Free the name before waking the waiter, who may resubmit it at once.
   queue_.finish(entry.request.name);
   entry.handle->complete(status);

@@ -181,7 +181,7 @@ int64_t field_value(const Config& config) {
 // ranks that disagreed would hang on. HERD_PROCESS_SETS must agree too but
 // is compared list by list when the sets are made; HERD_EAGER_PIECE_BYTES
 // may differ because the ranks take the smallest value.
-const std::array<Setting, 24> kSettings = {{
+const std::array<Setting, 25> kSettings = {{
     {"HERD_FUSION_THRESHOLD", "4194304",
      "Most bytes packed into one fusion buffer; 0 turns fusion off, so every "
      "tensor is reduced on its own.",
@@ -459,6 +459,15 @@ const std::array<Setting, 24> kSettings = {{
        return Status::ok();
      },
      kMayDiffer},
+    {"HERD_STATS", "0",
+     "1: every rank prints its counters (herd::stats(): operations, bytes and "
+     "times per collective and process set) to stderr at shutdown; 0: none.",
+     [](const char* variable, std::string_view text, Config* config) {
+       if (text != "0" && text != "1") return bad_value(variable, text, "0 or 1");
+       config->print_stats = text == "1";
+       return Status::ok();
+     },
+     kMayDiffer},
 }};
 
 // HERD_* variables that are not settings: herdrun, herd's scripts (scripts/,
@@ -466,7 +475,7 @@ const std::array<Setting, 24> kSettings = {{
 // examples/herd_train/train_options.h) read them, and they reach herd::init
 // through the environment of the processes those start. Known, so that they
 // draw no warning; candidates for "did you mean" like the settings.
-constexpr std::array<const char*, 49> kToolVariables = {{
+constexpr std::array<const char*, 51> kToolVariables = {{
     // scripts/ and setup.py
     "HERD_BUILD_DIR",
     "HERD_CMAKE_ARGS",
@@ -513,6 +522,8 @@ constexpr std::array<const char*, 49> kToolVariables = {{
     "HERD_OPTIMIZER",
     "HERD_PRINT_CHECKSUM",
     "HERD_PRINT_STEP_RATES",
+    "HERD_PROGRESS",
+    "HERD_PROGRESS_INTERVAL",
     "HERD_QUIET",
     "HERD_RESUME",
     "HERD_SCALE_LR",

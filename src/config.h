@@ -124,6 +124,8 @@ struct Config {
   std::string timeline_path;
   // HERD_TIMELINE_MARK_CYCLES: the timeline marks each background-loop cycle.
   bool timeline_mark_cycles = false;
+  // HERD_STATS: every rank prints its herd::stats() to stderr at shutdown.
+  bool print_stats = false;
 };
 
 // Returns the value of an environment variable, or nullptr when unset.

@@ -19,6 +19,7 @@
 #include "common/logging.h"
 #include "herd/error.h"
 #include "src/handle_state.h"
+#include "src/operation_stats.h"
 #include "src/ps_link.h"
 #include "src/request_validation.h"
 #include "src/timeline.h"
@@ -171,6 +172,8 @@ std::unique_ptr<Runtime> Runtime::start(const Config& config, const Status& conf
   }
   std::unique_ptr<Runtime> runtime(new Runtime());
   runtime->config_ = config;
+  // herd::stats() counts this job's operations from here on.
+  process_stats().clear();
 
   int initialized = 0;
   HERD_MPI_CHECK(MPI_Initialized(&initialized));
@@ -326,6 +329,13 @@ void Runtime::shutdown(ShutdownCause cause) {
   member_sets_.clear();
   // After the sets: their last records (what failed at the stop) are written.
   process_timeline().stop();
+  if (config_.print_stats && started_ && !is_server_) {
+    // Every rank its own table, in one write so that the ranks' tables do
+    // not interleave: no communication, which after a failure may not work.
+    const std::string table = format_stats(rank_, process_stats().snapshot());
+    std::fwrite(table.data(), 1, table.size(), stderr);
+    std::fflush(stderr);
+  }
   // Reached from ~Runtime too, so failures are logged, not thrown.
   if (registry_comm_ != MPI_COMM_NULL) HERD_MPI_WARN_IF_ERROR(MPI_Comm_free(&registry_comm_));
   // The servers end once every worker has said goodbye, at its shutdown or

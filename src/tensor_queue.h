@@ -45,6 +45,11 @@ struct TensorEntry {
   // at submission (GpuSupport::record_ready), destroyed with the last copy.
   std::shared_ptr<void> ready_event;
   std::chrono::steady_clock::time_point submitted = std::chrono::steady_clock::now();
+  // When its algorithm's run started (unset before), and whether its
+  // completion counts that run in herd::stats(): the first entry with a
+  // handle of each fused group.
+  std::chrono::steady_clock::time_point run_started{};
+  bool counts_run = false;
   // The stall round (stall_round.h) warned about it already, and judged it
   // past HERD_STALL_SHUTDOWN_TIME already: each raises the round's bit once.
   bool stall_reported = false;

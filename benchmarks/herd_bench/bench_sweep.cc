@@ -60,7 +60,7 @@ int64_t for_each_size(const Sweep& sweep, const std::function<int64_t(int64_t si
   }
   int64_t wrong = 0;
   for (std::size_t s = 0; s < sizes.size(); ++s) {
-    if (sweep.rank == 0 && !options.quiet) {
+    if (sweep.rank == 0 && options.progress != ProgressMode::kNever) {
       std::fprintf(stderr, "[%zu/%zu] %s\n", s + 1, sizes.size(), format_bytes(sizes[s]).c_str());
     }
     wrong += run_size(sizes[s]);

@@ -86,7 +86,20 @@ void add_sweep_options(CLI::App& command, SweepOptions& options) {
   command.add_option("-w,--warmup_iters", options.warmup, "Untimed iterations before them")
       ->check(CLI::Range(0, 1 << 20));
   command.add_flag("--csv", options.csv, "Print the table as CSV on stdout (notes on stderr)");
-  command.add_flag("-q,--quiet", options.quiet, "No progress lines on stderr");
+  add_progress_options(command, options.progress);
+}
+
+void add_progress_options(CLI::App& command, ProgressMode& mode) {
+  command
+      .add_option_function<std::string>(
+          "--progress", [&mode](const std::string& text) { mode = parse_progress_mode(text); },
+          "Rank 0's progress on stderr: auto (redrawn in place on a terminal, else a line every "
+          "few seconds and one per row), always (in place even when stderr is not a terminal), "
+          "never")
+      ->check(CLI::IsMember({"auto", "always", "never"}))
+      ->default_str("auto");
+  command.add_flag_callback(
+      "-q,--quiet", [&mode] { mode = ProgressMode::kNever; }, "No progress: --progress never");
 }
 
 void validate_sweep_options(const SweepOptions& options) {

@@ -10,6 +10,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "herd/train/progress.h"
 #include "herd/types.h"
 
 namespace herd::bench {
@@ -23,7 +24,8 @@ struct SweepOptions {
   int iterations = 20;  // -n: timed iterations per path and size
   int warmup = 5;       // -w: untimed iterations before them
   bool csv = false;     // CSV on stdout instead of the aligned table
-  bool quiet = false;   // no progress lines on stderr
+  // --progress (-q: never): the size lines on stderr, rank 0.
+  ProgressMode progress = ProgressMode::kAuto;
 };
 
 // Where a sweep's buffers live: host memory, or the memory of a CUDA device
@@ -45,6 +47,10 @@ void add_op_option(CLI::App& command, ReduceOp& op);
 
 // -b -e -f -d -n -w --csv -q into `options`.
 void add_sweep_options(CLI::App& command, SweepOptions& options);
+
+// --progress auto|always|never and -q/--quiet (--progress never): rank 0's
+// progress on stderr (herd/train/progress.h).
+void add_progress_options(CLI::App& command, ProgressMode& mode);
 
 // Throws CLI::ValidationError when --maxbytes is below --minbytes.
 void validate_sweep_options(const SweepOptions& options);

@@ -363,7 +363,7 @@ CLI::App* add_kvstore_command(CLI::App& app, KvstoreBenchOptions& options) {
   command->add_option("-w,--warmup_iters", options.warmup, "Untimed steps before them")
       ->check(CLI::Range(0, 1 << 20));
   command->add_flag("--csv", options.csv, "Print the table as CSV on stdout (notes on stderr)");
-  command->add_flag("-q,--quiet", options.quiet, "No progress lines on stderr");
+  add_progress_options(*command, options.progress);
   return command;
 }
 
@@ -386,7 +386,7 @@ int64_t run_kvstore_bench(const KvstoreBenchOptions& options, MPI_Comm comm) {
   step_options.model = options.model;
   step_options.iterations = options.iterations;
   step_options.warmup = options.warmup;
-  step_options.quiet = options.quiet;
+  step_options.progress = options.progress;
   StepRun run(step_options, workers.get(), row_count);
   KvstoreRows measured(run, options);
 

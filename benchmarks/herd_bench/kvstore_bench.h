@@ -22,6 +22,7 @@
 #include <CLI/CLI.hpp>
 
 #include "benchmarks/herd_bench/model_shapes.h"
+#include "herd/train/progress.h"
 
 namespace herd::bench {
 
@@ -30,12 +31,12 @@ struct KvstoreBenchOptions {
   // --types: the store types to run, in this order; empty: horovod,
   // dist_sync, and dist_async when the job has server ranks.
   std::vector<std::string> types;
-  std::string compression = "none";  // --gradient-compression: none, 2bit, 1bit
-  double threshold = 0.5;            // --threshold
-  int iterations = 10;               // -n: timed steps per row
-  int warmup = 3;                    // -w: untimed steps before them
-  bool csv = false;                  // CSV on stdout instead of the aligned table
-  bool quiet = false;                // no progress lines on stderr
+  std::string compression = "none";             // --gradient-compression: none, 2bit, 1bit
+  double threshold = 0.5;                       // --threshold
+  int iterations = 10;                          // -n: timed steps per row
+  int warmup = 3;                               // -w: untimed steps before them
+  bool csv = false;                             // CSV on stdout instead of the aligned table
+  ProgressMode progress = ProgressMode::kAuto;  // --progress, -q: never
 };
 
 // Adds the "kvstore" subcommand, whose options land in `options`.

@@ -103,7 +103,7 @@ CLI::App* add_step_command(CLI::App& app, StepBenchOptions& options) {
                    "their sizes (0: communication alone)")
       ->check(CLI::Range(0.0, 1e6));
   command->add_flag("--csv", options.csv, "Print the table as CSV on stdout (notes on stderr)");
-  command->add_flag("-q,--quiet", options.quiet, "No progress lines on stderr");
+  add_progress_options(*command, options.progress);
   add_device_option(*command, options.device);
   return command;
 }

@@ -37,8 +37,9 @@ struct StepBenchOptions {
   // --device: cuda reduces GPU buffers instead (gpu_step_bench.cc), against
   // raw NCCL.
   BenchDevice device = BenchDevice::kCpu;
-  bool csv = false;    // CSV on stdout instead of the aligned table
-  bool quiet = false;  // no progress lines on stderr
+  bool csv = false;  // CSV on stdout instead of the aligned table
+  // --progress (-q: never): rank 0's path lines and steps on stderr.
+  ProgressMode progress = ProgressMode::kAuto;
 };
 
 // Adds the "step" subcommand, whose options land in `options`.

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include <herd/herd.h>
+#include <herd/train/progress.h>
 
 #include "benchmarks/herd_bench/bench_mpi.h"
 
@@ -98,9 +99,14 @@ StepTableInfo StepRun::table_info(const std::string& device) const {
 StepPathResult StepRun::measure(const char* path, const std::function<void()>& step,
                                 const std::function<void()>& prepare, bool checked) {
   ++paths_run;
-  if (rank == 0 && !options.quiet) {
-    std::fprintf(stderr, "[%d/%d] %s\n", paths_run, path_count, path);
-  }
+  // Rank 0: the path's line, then its steps (in place, or a line every few
+  // seconds where stderr is not a terminal: a long path shows it is alive).
+  const ProgressStyle style =
+      rank == 0 ? progress_style(options.progress, is_terminal(stderr)) : ProgressStyle::kOff;
+  const std::string label =
+      "[" + std::to_string(paths_run) + "/" + std::to_string(path_count) + "] " + path;
+  if (style == ProgressStyle::kLines) std::fprintf(stderr, "%s\n", label.c_str());
+  ProgressDisplay progress(stderr, style);
   const int steps = options.warmup + options.iterations;
   std::vector<double> seconds(static_cast<std::size_t>(options.iterations));
   {
@@ -113,7 +119,11 @@ StepPathResult StepRun::measure(const char* path, const std::function<void()>& s
       step();
       const double elapsed = MPI_Wtime() - start;
       if (i >= options.warmup) seconds[static_cast<std::size_t>(i - options.warmup)] = elapsed;
+      if (progress.due()) {
+        progress.show(label + ": step " + std::to_string(i + 1) + "/" + std::to_string(steps));
+      }
     }
+    progress.clear();
   }
   // A step lasts until its slowest rank is done: the maximum per step.
   std::vector<double> slowest(seconds.size());

@@ -75,6 +75,25 @@ void bind_basics(py::module_& m) {
         py::arg("mark_cycles") = false,
         "Starts writing this rank's timeline (Chrome trace JSON) to file_path.");
   m.def("stop_timeline", &stop_timeline, release(), "Finishes the timeline file.");
+  m.def(
+      "stats",
+      [] {
+        py::list result;
+        for (const CollectiveStats& s : stats()) {
+          py::dict entry;
+          entry["collective"] = s.collective;
+          entry["process_set"] = s.process_set;
+          entry["count"] = s.count;
+          entry["failed"] = s.failed;
+          entry["bytes"] = s.bytes;
+          entry["runs"] = s.runs;
+          entry["total_seconds"] = s.total_seconds;
+          entry["run_seconds"] = s.run_seconds;
+          result.append(std::move(entry));
+        }
+        return result;
+      },
+      "This rank's counters per process set and collective (herd::stats()).");
 }
 
 }  // namespace herd::python

@@ -25,7 +25,9 @@
 #                    --communication async with a synchronous --kvstore and
 #                    sync with dist_async, dist_async without servers, a
 #                    2-bit threshold of 0, --slow-rank past the
-#                    workers, --resume without or with a corrupt checkpoint
+#                    workers, --resume without or with a corrupt checkpoint,
+#                    a --progress other than auto, always, never and a
+#                    negative --progress-interval
 #       kvstore_sync on RANKS ranks: every synchronous KVStore type against
 #                    the allreduce path (--kvstore horovod) as the
 #                    independent reference: local and device on 1 process,
@@ -47,6 +49,11 @@
 #                    DMLC_NUM_SERVER, servers
 #                    for a synchronous --kvstore and --checkpoint with
 #                    dist_async each fail with a message
+#       progress     2 ranks, stderr a pipe: --progress auto writes rank 0's
+#                    progress lines (one per --progress-interval, no
+#                    carriage return, each step once: no other rank's);
+#                    always redraws in place; never, --quiet and
+#                    HERD_PROGRESS=never write none
 #       straggler    benchmarks/straggler.sh (HERD_BUILD_DIR: the build
 #                    folder) for 20 steps: a table row per engine and speed,
 #                    every worker's steps/s, a percentage and an accuracy
@@ -214,6 +221,8 @@ case "$mode" in
     head -c 100 /dev/urandom >"$work/corrupt"
     expect_failure 2 "$work/corrupt" --epochs 1 --checkpoint "$work/corrupt" --resume
     expect_failure 1 "needs --checkpoint" --resume
+    expect_failure 1 "--progress: sometimes not in {auto,always,never}" --progress sometimes
+    expect_failure 1 "--progress-interval: Value -1 not in range" --progress-interval -1
     ;;
   kvstore_sync)
     common=(--epochs 2 --max-steps-per-epoch 20 --print-checksum --seed 7)
@@ -308,6 +317,37 @@ case "$mode" in
       ! grep -q "slowed" "$work/logs/$engine-unslowed.log" ||
         fail "the unslowed $engine run says a worker is slowed"
     done
+    ;;
+  progress)
+    # Runs 2 ranks of 40 steps of at least 20 ms each with stderr a pipe;
+    # stdout in $work/out, stderr in $work/err.
+    run_piped() {
+      "${mpirun[@]}" 2 "$train" --epochs 1 --max-steps-per-epoch 40 --device-ms 20 \
+        --progress-interval 0.2 "$@" >"$work/out" 2> >(cat >"$work/err")
+      rc=$?
+      wait
+      cat "$work/out" "$work/err"
+      [[ $rc -ne 77 ]] && ! grep -q "dataset-fashion-mnist" "$work/out" "$work/err" || exit 77
+      [[ $rc -eq 0 ]] || fail "herd-train $* exited $rc"
+    }
+    line='^epoch 1/1 step [0-9]+/40 \([0-9]+%\) loss [0-9.]+ [0-9]+ samples/s$'
+    run_piped --progress auto
+    lines="$(grep -Ec "$line" "$work/err")"
+    [[ "$lines" -ge 2 ]] || fail "--progress auto wrote $lines progress lines, expected 2 or more"
+    ! grep -q $'\r' "$work/err" || fail "--progress auto wrote a carriage return into a pipe"
+    steps="$(grep -E "$line" "$work/err" | sed 's/^epoch 1\/1 step \([0-9]*\)\/.*/\1/')"
+    [[ "$steps" == "$(sort -n -u <<<"$steps")" ]] ||
+      fail "progress steps not increasing (more than rank 0 wrote): $steps"
+    run_piped --progress always
+    grep -q $'\repoch 1/1 step [0-9]*/40 .*\033\[K' "$work/err" ||
+      fail "--progress always did not redraw in place"
+    for quiet in "--progress never" "--quiet"; do
+      # shellcheck disable=SC2086
+      run_piped $quiet
+      ! grep -q "epoch 1/1 step" "$work/err" || fail "$quiet wrote progress"
+    done
+    HERD_PROGRESS=never run_piped
+    ! grep -q "epoch 1/1 step" "$work/err" || fail "HERD_PROGRESS=never wrote progress"
     ;;
   *) fail "unknown mode $mode" ;;
 esac

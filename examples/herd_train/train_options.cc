@@ -148,13 +148,22 @@ int parse_train_options(int argc, char** argv, bool print, TrainOptions* options
       "this many milliseconds, as if an accelerator computed, without using a core (so that a "
       "benchmark on fewer cores than processes measures waiting, not core sharing)")
       ->check(CLI::Range(0.0, 1e6));
-  add_flag(app, "--quiet", o.quiet, "No progress bar");
+  add(app, "--progress", o.progress,
+      "Rank 0's progress on stderr: auto (redrawn in place on a terminal, else a line every "
+      "--progress-interval seconds, as under mpirun), always (in place even when stderr is not "
+      "a terminal: a terminal behind mpirun) or never")
+      ->check(CLI::IsMember({"auto", "always", "never"}));
+  add(app, "--progress-interval", o.progress_interval,
+      "Seconds between two progress lines when they are not redrawn in place")
+      ->check(CLI::Range(0.0, 86400.0));
+  add_flag(app, "--quiet", o.quiet, "No progress display: --progress never");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     std::ostringstream discard;
     return print ? app.exit(e) : app.exit(e, discard, discard);
   }
+  if (o.quiet) o.progress = "never";
   return -1;
 }
 

@@ -64,8 +64,10 @@ struct TrainOptions {
   bool print_step_rates = false;  // rank 0 prints every worker's steps/s at the end
   int slow_rank = -1;             // this worker sleeps (slow_factor - 1) x its compute per step
   double slow_factor = 1;
-  double device_ms = 0;  // every step also waits this long, as if a device computed
-  bool quiet = false;    // no progress bar
+  double device_ms = 0;           // every step also waits this long, as if a device computed
+  std::string progress = "auto";  // auto | always | never (herd/train/progress.h)
+  double progress_interval = 5;   // seconds between progress lines when not in place
+  bool quiet = false;             // --progress never
 
   Engine engine = Engine::kAllreduce;  // set by finish_train_options
 };

@@ -1,7 +1,6 @@
 #include "herd_train/training_loop.h"
 
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -20,6 +19,7 @@
 #include "herd/error.h"
 #include "herd/herd.h"
 #include "herd/train/checkpoint.h"
+#include "herd/train/progress.h"
 #include "herd/train/sampler.h"
 #include "herd_train/batch_loader.h"
 #include "herd_train/gradient_exchange.h"
@@ -70,37 +70,15 @@ void allreduce_sum(const std::string& name, std::vector<double>& values) {
   herd::allreduce(name, view, view, herd::ReduceOp::kSum);
 }
 
-// A one-line progress bar on stderr, redrawn with '\r'; only when enabled
-// (rank 0, stderr a terminal, not --quiet).
-class ProgressBar {
- public:
-  ProgressBar(bool enabled, int epoch, int64_t total)
-      : enabled_(enabled), epoch_(epoch), total_(total) {}
-  void update(int64_t done, double loss) {
-    if (!enabled_ || total_ <= 0) return;
-    const int64_t percent = done * 100 / total_;
-    if (percent == last_percent_ && done != total_) return;
-    last_percent_ = percent;
-    const int width = 30;
-    const int filled = static_cast<int>(done * width / total_);
-    std::string bar(filled, '=');
-    if (filled < width) bar += '>' + std::string(width - filled - 1, ' ');
-    std::fprintf(stderr, "\repoch %d [%s] %3" PRId64 "%% %" PRId64 "/%" PRId64 " loss %.4f", epoch_,
-                 bar.c_str(), percent, done, total_, loss);
-    std::fflush(stderr);
-  }
-  void finish() {
-    if (!enabled_) return;
-    std::fprintf(stderr, "\r\033[K");
-    std::fflush(stderr);
-  }
-
- private:
-  bool enabled_;
-  int epoch_;
-  int64_t total_;
-  int64_t last_percent_ = -1;
-};
+// The line rank 0's progress display shows during an epoch.
+std::string progress_text(int epoch, int epochs, int64_t step, int64_t steps, double loss,
+                          double samples_per_second) {
+  char text[160];
+  std::snprintf(text, sizeof(text),
+                "epoch %d/%d step %" PRId64 "/%" PRId64 " (%" PRId64 "%%) loss %.4f %.0f samples/s",
+                epoch, epochs, step, steps, step * 100 / steps, loss, samples_per_second);
+  return text;
+}
 
 // Fraction right on the test set: each rank predicts samples rank, rank + R,
 // ... and the counts are summed over the ranks.
@@ -272,7 +250,13 @@ int run_training(const TrainOptions& o) {
     std::fflush(stdout);
   }
 
-  const bool progress = print && !o.quiet && isatty(STDERR_FILENO);
+  // Rank 0 alone shows progress; in place on a terminal, else a line every
+  // --progress-interval seconds (under mpirun stderr is a pipe).
+  const herd::ProgressStyle progress_style =
+      print ? herd::progress_style(herd::parse_progress_mode(o.progress), herd::is_terminal(stderr))
+            : herd::ProgressStyle::kOff;
+  const auto progress_interval = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(o.progress_interval));
   const GradMode mode = o.gradient_accumulation > 1 ? GradMode::kAccumulate : GradMode::kOverwrite;
   const Mlp::GradHook hook = [&exchange](int, const std::vector<herd::Parameter>& layer) {
     exchange->grad_ready(layer);
@@ -292,7 +276,7 @@ int run_training(const TrainOptions& o) {
     const int64_t first_step = epoch == start_epoch ? start_step : 0;
     std::vector<int64_t> indices = sampler.indices();
     indices.erase(indices.begin(), indices.begin() + first_step * o.batch_size);
-    ProgressBar bar(progress, epoch + 1, steps_per_epoch);
+    herd::ProgressDisplay progress(stderr, progress_style, progress_interval, epoch_start);
     double loss_sum = 0;
     // --data-threads workers gather this epoch's batches (the samples of
     // `indices` in order, as the training thread did before) ahead of the
@@ -337,9 +321,16 @@ int run_training(const TrainOptions& o) {
           std::raise(SIGKILL);
         }
       }
-      bar.update(step + 1, loss_sum / static_cast<double>(step + 1 - first_step));
+      if (progress.due()) {
+        // The rate and loss of a resumed epoch count the batches of this launch.
+        const int64_t steps_run = step + 1 - first_step;
+        const double samples = static_cast<double>(steps_run * o.batch_size * ranks);
+        progress.show(progress_text(epoch + 1, o.epochs, step + 1, steps_per_epoch,
+                                    loss_sum / static_cast<double>(steps_run),
+                                    samples / seconds_since(epoch_start)));
+      }
     }
-    bar.finish();
+    progress.clear();
     const double train_seconds = seconds_since(epoch_start);
     training_seconds += train_seconds;
     steps_done += steps_per_epoch - first_step;

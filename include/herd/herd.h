@@ -15,6 +15,7 @@
 #include "herd/handle.h"
 #include "herd/process_set.h"
 #include "herd/shared_buffer.h"
+#include "herd/stats.h"
 #include "herd/tensor.h"
 #include "herd/types.h"
 

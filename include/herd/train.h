@@ -9,4 +9,5 @@
 #include "herd/train/distributed_optimizer.h"
 #include "herd/train/lr_schedule.h"
 #include "herd/train/optimizer.h"
+#include "herd/train/progress.h"
 #include "herd/train/sampler.h"

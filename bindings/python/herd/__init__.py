@@ -30,6 +30,7 @@ from herd.basics import (
     shutdown,
     size,
     start_timeline,
+    stats,
     stop_timeline,
 )
 from herd.process_sets import (
@@ -84,5 +85,6 @@ __all__ = [
     "shutdown",
     "size",
     "start_timeline",
+    "stats",
     "stop_timeline",
 ]

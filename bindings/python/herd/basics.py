@@ -159,6 +159,20 @@ def stop_timeline():
     _native.stop_timeline()
 
 
+def stats():
+    """This rank's counters since ``init``: a list of dicts, one per process set and
+    collective that ran, ordered by process set id then collective, with the keys
+    ``collective`` ("allreduce", "allgather", "broadcast", "alltoall", "reducescatter",
+    "barrier", "grouped allreduce"), ``process_set`` (the id), ``count`` (operations
+    completed), ``failed`` (operations that failed), ``bytes`` (this rank's input bytes of
+    the completed ones), ``runs`` (runs of the algorithm: fused operations share one),
+    ``total_seconds`` (submission to completion, summed over operations) and
+    ``run_seconds`` (the runs' own time). Readable after ``shutdown`` (the last job's);
+    ``HERD_STATS=1`` prints them on every rank at shutdown (docs/operations.md).
+    """
+    return _native.stats()
+
+
 def _shutdown_at_exit():
     # The interpreter ends while herd still runs: the program did not call
     # shutdown, and the other ranks are told so, naming this rank.

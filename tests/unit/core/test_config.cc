@@ -61,6 +61,7 @@ std::set<std::string> differing_fields(const Config& a, const Config& b) {
   if (a.elastic_dir != b.elastic_dir) fields.insert("elastic_dir");
   if (a.timeline_path != b.timeline_path) fields.insert("timeline_path");
   if (a.timeline_mark_cycles != b.timeline_mark_cycles) fields.insert("timeline_mark_cycles");
+  if (a.print_stats != b.print_stats) fields.insert("print_stats");
   return fields;
 }
 
@@ -87,7 +88,8 @@ const std::set<std::string> kAllFields = {"fusion_threshold_bytes",
                                           "kvstore_bigarray_bound",
                                           "elastic_dir",
                                           "timeline_path",
-                                          "timeline_mark_cycles"};
+                                          "timeline_mark_cycles",
+                                          "print_stats"};
 
 void check_rejected(const std::string& variable, const std::string& value,
                     const std::string& expected) {
@@ -732,6 +734,16 @@ TEST_CASE("config: HERD_ELASTIC_DIR", "[config]") {
   check_rejected("HERD_ELASTIC_DIR", "", "a directory path");
 }
 
+TEST_CASE("config: HERD_STATS", "[config]") {
+  Config config;
+  CHECK_FALSE(config.print_stats);
+  REQUIRE(read({{"HERD_STATS", "1"}}, &config).is_ok());
+  CHECK(config.print_stats);
+  REQUIRE(read({{"HERD_STATS", "0"}}, &config).is_ok());
+  CHECK_FALSE(config.print_stats);
+  for (const char* bad : {"2", "true", "on", "", " 1"}) check_rejected("HERD_STATS", bad, "0 or 1");
+}
+
 TEST_CASE("config: several bad values are reported together", "[config]") {
   Config config;
   Status status = read(
@@ -745,19 +757,31 @@ TEST_CASE("config: several bad values are reported together", "[config]") {
 }
 
 TEST_CASE("config: setting_docs covers every field exactly once", "[config]") {
-  const std::map<std::string, std::string> non_default = {
-      {"HERD_FUSION_THRESHOLD", "1"},        {"HERD_CYCLE_TIME", "0.25"},
-      {"HERD_CACHE_CAPACITY", "7"},          {"HERD_LOG_LEVEL", "trace"},
-      {"HERD_RING_SEGMENT_BYTES", "3"},      {"HERD_SMALL_ALLREDUCE_BYTES", "5"},
-      {"HERD_STALL_CHECK_TIME", "2.5"},      {"HERD_PROCESS_SETS", "0,1"},
-      {"HERD_FUSION_MAX_TENSOR_BYTES", "9"}, {"HERD_GPU_ALLREDUCE", "mpi"},
-      {"HERD_HIERARCHICAL_ALLREDUCE", "1"},  {"HERD_NCCL_TIMEOUT", "1.5"},
-      {"HERD_GPU_STAGING_BYTES", "4096"},    {"HERD_EAGER_PIECE_BYTES", "0"},
-      {"HERD_SHM_ALLREDUCE_BYTES", "0"},     {"HERD_STALL_SHUTDOWN_TIME", "7.5"},
-      {"HERD_SHM_SINGLE_COPY", "off"},       {"HERD_ALLREDUCE_ALGORITHM", "ring"},
-      {"HERD_COLLECTIVE_TIMEOUT", "4"},      {"HERD_NUM_SERVERS", "2"},
-      {"HERD_KVSTORE_BIGARRAY_BOUND", "10"}, {"HERD_TIMELINE", "/tmp/timeline.json"},
-      {"HERD_TIMELINE_MARK_CYCLES", "1"},    {"HERD_ELASTIC_DIR", "/tmp/state"}};
+  const std::map<std::string, std::string> non_default = {{"HERD_FUSION_THRESHOLD", "1"},
+                                                          {"HERD_CYCLE_TIME", "0.25"},
+                                                          {"HERD_CACHE_CAPACITY", "7"},
+                                                          {"HERD_LOG_LEVEL", "trace"},
+                                                          {"HERD_RING_SEGMENT_BYTES", "3"},
+                                                          {"HERD_SMALL_ALLREDUCE_BYTES", "5"},
+                                                          {"HERD_STALL_CHECK_TIME", "2.5"},
+                                                          {"HERD_PROCESS_SETS", "0,1"},
+                                                          {"HERD_FUSION_MAX_TENSOR_BYTES", "9"},
+                                                          {"HERD_GPU_ALLREDUCE", "mpi"},
+                                                          {"HERD_HIERARCHICAL_ALLREDUCE", "1"},
+                                                          {"HERD_NCCL_TIMEOUT", "1.5"},
+                                                          {"HERD_GPU_STAGING_BYTES", "4096"},
+                                                          {"HERD_EAGER_PIECE_BYTES", "0"},
+                                                          {"HERD_SHM_ALLREDUCE_BYTES", "0"},
+                                                          {"HERD_STALL_SHUTDOWN_TIME", "7.5"},
+                                                          {"HERD_SHM_SINGLE_COPY", "off"},
+                                                          {"HERD_ALLREDUCE_ALGORITHM", "ring"},
+                                                          {"HERD_COLLECTIVE_TIMEOUT", "4"},
+                                                          {"HERD_NUM_SERVERS", "2"},
+                                                          {"HERD_KVSTORE_BIGARRAY_BOUND", "10"},
+                                                          {"HERD_TIMELINE", "/tmp/timeline.json"},
+                                                          {"HERD_TIMELINE_MARK_CYCLES", "1"},
+                                                          {"HERD_ELASTIC_DIR", "/tmp/state"},
+                                                          {"HERD_STATS", "1"}};
   std::vector<SettingDoc> docs = setting_docs();
   REQUIRE(docs.size() == non_default.size());
 

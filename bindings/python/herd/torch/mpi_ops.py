@@ -46,6 +46,7 @@ from herd.basics import (
     shutdown,
     size,
     start_timeline,
+    stats,
     stop_timeline,
 )
 from herd.handles import poll, synchronize, table, target, wait_all
@@ -71,6 +72,7 @@ __all__ = [
     "cross_rank", "cross_size", "is_homogeneous", "mpi_threads_supported", "mpi_enabled",
     "mpi_built", "gloo_enabled", "gloo_built", "nccl_built", "ddl_built", "ccl_built",
     "cuda_built", "rocm_built", "start_timeline", "stop_timeline",
+    "stats",
     # Operators, process sets, errors.
     "Average", "Sum", "Adasum", "Min", "Max", "Product",
     "ProcessSet", "add_process_set", "remove_process_set", "global_process_set",
