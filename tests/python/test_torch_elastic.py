@@ -50,6 +50,15 @@ def tensors_of(model, optimizer):
     return values
 
 
+def seen_by_every_rank(path):
+    """Whether ``path`` exists, looked at by every rank between two barriers, so that no
+    rank removes it while another looks."""
+    hvd.barrier()
+    exists = os.path.exists(path)
+    hvd.barrier()
+    return exists
+
+
 def same_tensors(a, b):
     return len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b))
 
@@ -204,15 +213,13 @@ def test_a_relaunch_before_the_first_commit_starts_over(rank, elastic_dir, monke
     # Without a launcher that relaunches, nothing is removed or read.
     state = hvd.elastic.TorchState(*make_training(seed=41), epoch=0)
     assert hvd.elastic.run(lambda s: s.epoch)(state) == 0
-    hvd.barrier()
-    assert os.path.exists(path)
+    assert seen_by_every_rank(path)
 
     # The first launch of a restartable job removes the earlier job's commit...
     monkeypatch.setenv("HERD_RESTART_COUNT", "0")
     state = hvd.elastic.TorchState(*make_training(seed=41), epoch=0)
     assert hvd.elastic.run(lambda s: s.epoch)(state) == 0
-    hvd.barrier()
-    assert not os.path.exists(path)
+    assert not seen_by_every_rank(path)
 
     # ... so that its relaunch, before any commit of its own, starts over.
     monkeypatch.setenv("HERD_RESTART_COUNT", "1")
