@@ -69,7 +69,7 @@ setup(
     description="Data-parallel collectives for training jobs launched by mpirun; "
     "herd.torch is a drop-in for horovod.torch",
     package_dir={"": "bindings/python"},
-    packages=["herd", "herd.torch"],
+    packages=["herd", "herd.torch", "herd.torch.elastic"],
     ext_modules=[CMakeExtension("herd._native")],
     cmdclass={"build_ext": CMakeBuild},
     python_requires=">=3.9",

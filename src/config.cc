@@ -181,7 +181,7 @@ int64_t field_value(const Config& config) {
 // ranks that disagreed would hang on. HERD_PROCESS_SETS must agree too but
 // is compared list by list when the sets are made; HERD_EAGER_PIECE_BYTES
 // may differ because the ranks take the smallest value.
-const std::array<Setting, 28> kSettings = {{
+const std::array<Setting, 29> kSettings = {{
     {"HERD_FUSION_THRESHOLD", "4194304",
      "Most bytes packed into one fusion buffer; 0 turns fusion off, so every "
      "tensor is reduced on its own.",
@@ -428,6 +428,16 @@ const std::array<Setting, 28> kSettings = {{
        return Status::ok();
      },
      &field_value<&Config::kvstore_bigarray_bound>, &decimal_text, "MXNET_KVSTORE_BIGARRAY_BOUND"},
+    {"HERD_ELASTIC_DIR", "herd-elastic",
+     "Directory where herd.torch.elastic's state.commit() writes the job's state "
+     "(state.pt, rank 0) and where a relaunched job reads it; relative to the "
+     "working directory.",
+     [](const char* variable, std::string_view text, Config* config) {
+       if (text.empty()) return bad_value(variable, text, "a directory path");
+       config->elastic_dir = std::string(text);
+       return Status::ok();
+     },
+     kMayDiffer},
     {"HERD_TIMELINE", "",
      "File each rank's timeline is written to from herd::init on (Chrome trace "
      "JSON, docs/timeline.md); %r in it stands for the rank, and without %r "
@@ -506,7 +516,7 @@ const std::array<Setting, 28> kSettings = {{
 // examples/herd_train/train_options.h) read them, and they reach herd::init
 // through the environment of the processes those start. Known, so that they
 // draw no warning; candidates for "did you mean" like the settings.
-constexpr std::array<const char*, 48> kToolVariables = {{
+constexpr std::array<const char*, 51> kToolVariables = {{
     // scripts/ and setup.py
     "HERD_BUILD_DIR",
     "HERD_CMAKE_ARGS",
@@ -531,6 +541,7 @@ constexpr std::array<const char*, 48> kToolVariables = {{
     // herd-train's options
     "HERD_BATCH_SIZE",
     "HERD_CHECKPOINT",
+    "HERD_COMMIT_EVERY",
     "HERD_COMMUNICATION",
     "HERD_COMPRESSION_THRESHOLD",
     "HERD_DATA_DIR",
@@ -540,6 +551,8 @@ constexpr std::array<const char*, 48> kToolVariables = {{
     "HERD_GRADIENT_ACCUMULATION",
     "HERD_GRADIENT_COMPRESSION",
     "HERD_HIDDEN",
+    "HERD_KILL_AT_STEP",
+    "HERD_KILL_RANK",
     "HERD_KVSTORE",
     "HERD_LEARNING_RATE",
     "HERD_LR_SCHEDULE",
@@ -701,7 +714,9 @@ const std::array<UnhonouredVariable, 21> kUnhonoured = {{
     {"HOROVOD_DISABLE_NVTX_RANGES", "1", "herd emits no NVTX ranges"},
     {"HOROVOD_ENABLE_XLA_OPS", "0", "herd has no TensorFlow XLA operations"},
     {"HOROVOD_ADASUM_MPI_CHUNK_SIZE", "", "herd's Adasum has no chunk size to set"},
-    {"HOROVOD_ELASTIC", "0", "herd has no elastic training"},
+    {"HOROVOD_ELASTIC", "0",
+     "herd's elastic training restarts the whole job (herdrun --max-restarts) instead of "
+     "changing its hosts while it runs"},
     {"HOROVOD_LOG_HIDE_TIME", "1", "herd's log lines carry no time"},
 }};
 

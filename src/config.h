@@ -117,6 +117,8 @@ struct Config {
   // HERD_KVSTORE_BIGARRAY_BOUND (or MXNET_KVSTORE_BIGARRAY_BOUND): dist_async
   // values of at least this many elements are split over every server.
   int64_t kvstore_bigarray_bound = 1000000;
+  // HERD_ELASTIC_DIR: where herd.torch.elastic commits a job's state.
+  std::string elastic_dir = "herd-elastic";
   // HERD_TIMELINE: the timeline file written from init on (docs/timeline.md),
   // "%r" standing for the rank; empty: none until herd::start_timeline.
   std::string timeline_path;

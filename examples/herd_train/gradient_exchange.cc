@@ -20,13 +20,14 @@ constexpr const char* kStateKey = "optimizer_state";
 constexpr const char* kStateInFile = "herd-train";
 constexpr const char* kStateInStore = "kvstore";
 
-// The KVStore's optimizer states beside checkpoint `path` of `epoch`: one
-// file per epoch, named in the checkpoint's metadata, so that the checkpoint
-// (renamed into place last) always names states of its own epoch.
+// The KVStore's optimizer states beside checkpoint `path` at global `step`:
+// one file per commit, named in the checkpoint's metadata, so that the
+// checkpoint (renamed into place last) always names states of its own step,
+// also when commits come more often than once an epoch.
 constexpr const char* kStatesFileKey = "kvstore_states";
 // The metadata holds the file's name; it lies in the checkpoint's directory.
-std::string store_states_path(const std::string& path, int64_t epoch) {
-  return path + ".kvstore-epoch" + std::to_string(epoch);
+std::string store_states_path(const std::string& path, int64_t step) {
+  return path + ".kvstore-step" + std::to_string(step);
 }
 std::string base_name(const std::string& path) { return path.substr(path.rfind('/') + 1); }
 std::string beside(const std::string& path, const std::string& name) {
@@ -198,8 +199,8 @@ class StoreExchange : public GradientExchange {
   void save_checkpoint(const std::string& path, int64_t step, int64_t epoch, uint64_t seed,
                        const std::map<std::string, std::string>& metadata) override {
     // The states first, then the checkpoint naming them; the previous
-    // epoch's states go once no checkpoint names them.
-    const std::string states = store_states_path(path, epoch);
+    // commit's states go once no checkpoint names them.
+    const std::string states = store_states_path(path, step);
     store_->save_optimizer_states(states, /*dump_optimizer=*/false);
     herd::Checkpoint checkpoint = herd::make_checkpoint(params_, *placeholder_, step, epoch, seed);
     checkpoint.metadata = metadata;

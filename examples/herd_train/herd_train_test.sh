@@ -8,6 +8,18 @@
 #                    not depend on how the runtime fused the gradients); on 2
 #                    ranks also --resume of that checkpoint on 3 ranks, which
 #                    fails naming both counts
+#       restart      on RANKS ranks (default 2), with --checkpoint and
+#                    --commit-every 5 (20 steps per epoch): the last rank
+#                    kills itself (SIGKILL) mid-epoch on the first launch,
+#                    the job is launched again with HERD_RESTART_COUNT=1
+#                    (as herdrun --max-restarts does) and ends with the
+#                    checksum of an uninterrupted run, having redone at most
+#                    one commit interval; also a kill at the end of an epoch
+#                    (before its checkpoint) and one before the first commit
+#                    (a stale checkpoint of another run is not resumed); with
+#                    HERDRUN set, the same through herdrun --max-restarts 2;
+#                    and a kill mid-epoch with --kvstore dist_sync (the
+#                    store's optimizer states, one file per commit)
 #       bad_options  each misuse fails with its message: --kvstore local on 2
 #                    ranks, --gradient-compression with local or horovod,
 #                    --communication async with a synchronous --kvstore and
@@ -101,6 +113,25 @@ same_as_horovod() {
     fail "--kvstore $kvstore $* on $ranks ranks: checksum $sum != horovod's $expected"
 }
 
+# restart_case KILL_AT: the last rank kills itself after update KILL_AT on
+# launch 0, launch 1 resumes; the checksum must be $whole and the resumed
+# step within one commit interval (5) before KILL_AT.
+restart_case() {
+  local kill_at="$1" victim=$((ranks - 1))
+  HERD_RESTART_COUNT=0 run "$ranks" "${common[@]}" --kill-rank "$victim" --kill-at-step "$kill_at"
+  [[ $rc -ne 0 ]] || fail "launch 0 with --kill-at-step $kill_at exited 0"
+  grep -q "rank $victim: --kill-rank: SIGKILL after step $kill_at" "$work/out" ||
+    fail "rank $victim did not kill itself after step $kill_at"
+  HERD_RESTART_COUNT=1 run_ok "$ranks" "${common[@]}" --kill-rank "$victim" --kill-at-step "$kill_at"
+  local resumed_at
+  resumed_at="$(sed -n 's/.*resumed from .* (step \([0-9]*\),.* on launch 1$/\1/p' "$work/out")"
+  [[ -n "$resumed_at" ]] || resumed_at=0  # killed before the first commit: started over
+  echo "killed after step $kill_at, resumed at step $resumed_at: $sum, uninterrupted: $whole"
+  [[ "$sum" == "$whole" ]] || fail "killed after step $kill_at: checksum $sum != uninterrupted $whole"
+  ((resumed_at <= kill_at && resumed_at >= kill_at - 5)) ||
+    fail "killed after step $kill_at, resumed at step $resumed_at: more than one commit interval redone"
+}
+
 # Runs and expects failure with a message matching $2 (the rest: arguments).
 expect_failure() {
   local ranks="$1" pattern="$2"
@@ -143,7 +174,38 @@ case "$mode" in
         --epochs 2 --checkpoint "$work/ckpt" --resume "${common[@]}"
     fi
     ;;
+  restart)
+    common=(--epochs 2 --max-steps-per-epoch 20 --print-checksum --seed 7
+            --checkpoint "$work/ckpt" --commit-every 5)
+    run_ok "$ranks" "${common[@]}"
+    whole="$sum"
+    # The uninterrupted run's checkpoint stays: launch 0 must not resume it.
+    restart_case 3
+    restart_case 28
+    restart_case 20
+    if [[ -n "${HERDRUN:-}" ]]; then
+      "$HERDRUN" -np "$ranks" --oversubscribe --max-restarts 2 "$train" --quiet "${common[@]}" \
+        --kill-rank $((ranks - 1)) --kill-at-step 33 >"$work/out" 2>&1
+      rc=$?
+      cat "$work/out"
+      [[ $rc -eq 0 ]] || fail "herdrun --max-restarts 2: exit $rc"
+      [[ "$(checksum)" == "$whole" ]] || fail "herdrun --max-restarts 2: checksum $(checksum) != $whole"
+      grep -q "resumed from .* (step 30, .* on launch 1" "$work/out" ||
+        fail "herdrun --max-restarts 2: launch 1 did not resume at step 30"
+    fi
+    # A KVStore keeps its optimizer states in a file per commit beside the
+    # checkpoint; only the last commit's stays.
+    common+=(--kvstore dist_sync --optimizer adam --learning-rate 0.001)
+    run_ok "$ranks" "${common[@]}"
+    whole="$sum"
+    restart_case 28
+    states=("$work"/ckpt.kvstore-step*)
+    [[ ${#states[@]} -eq 1 && "${states[0]}" == "$work/ckpt.kvstore-step40" ]] ||
+      fail "dist_sync: KVStore states files ${states[*]}, expected only ckpt.kvstore-step40"
+    ;;
   bad_options)
+    expect_failure 2 "--commit-every 5 needs --checkpoint" --commit-every 5
+    expect_failure 2 "--kill-rank 2 is not a worker" --kill-rank 2 --kill-at-step 1
     expect_failure 2 "kvstore local trains in a single process" --kvstore local --epochs 1
     expect_failure 1 "--gradient-compression 2bit compresses what a worker sends" \
       --kvstore local --gradient-compression 2bit

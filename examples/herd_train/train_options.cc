@@ -114,7 +114,20 @@ int parse_train_options(int argc, char** argv, bool print, TrainOptions* options
   add(app, "--checkpoint", o.checkpoint,
       "Checkpoint file: rank 0 writes it (atomically) after every epoch");
   add_flag(app, "--resume", o.resume,
-           "Every rank loads --checkpoint and training continues from the next epoch");
+           "Every rank loads --checkpoint and training continues where it was written (a "
+           "relaunched job, HERD_RESTART_COUNT > 0, resumes by itself when the file exists)");
+  add(app, "--commit-every", o.commit_every,
+      "With --checkpoint: rank 0 also writes it after every this many updates, so that a job "
+      "relaunched after a failure (herdrun --max-restarts) redoes at most this many; 0: at the "
+      "ends of epochs only")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  add(app, "--kill-rank", o.kill_rank,
+      "For restart tests (-1: none): on a job's first launch (HERD_RESTART_COUNT unset or 0) "
+      "this worker ends itself with SIGKILL right after update --kill-at-step")
+      ->check(CLI::Range(-1, 1 << 20));
+  add(app, "--kill-at-step", o.kill_at_step,
+      "The update (counted from the start of training) after which --kill-rank ends itself")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   add(app, "--max-steps-per-epoch", o.max_steps_per_epoch,
       "Stop each epoch after this many steps (0: the whole training set), for tests")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
@@ -269,6 +282,15 @@ void finish_train_options(TrainOptions* options, int num_workers, int num_server
                       " is not a worker: this job has " + workers + " (ranks 0.." +
                       std::to_string(num_workers - 1) + ")");
   }
+  if (o.kill_rank >= num_workers) {
+    throw herd::Error("--kill-rank " + std::to_string(o.kill_rank) +
+                      " is not a worker: this job has " + workers + " (ranks 0.." +
+                      std::to_string(num_workers - 1) + ")");
+  }
+  if (o.commit_every > 0 && o.checkpoint.empty()) {
+    throw herd::Error("--commit-every " + std::to_string(o.commit_every) +
+                      " needs --checkpoint PATH (the file it writes)");
+  }
   if (o.resume && o.checkpoint.empty()) {
     throw herd::Error("--resume needs --checkpoint PATH (the file to resume from)");
   }
@@ -312,8 +334,10 @@ std::string describe_train_options(const TrainOptions& o) {
       << ", weight decay " << o.weight_decay << "\n";
   out << "  batch " << o.batch_size << " per rank, epochs " << o.epochs << ", seed " << o.seed;
   if (o.max_steps_per_epoch > 0) out << ", at most " << o.max_steps_per_epoch << " steps/epoch";
-  if (!o.checkpoint.empty())
+  if (!o.checkpoint.empty()) {
     out << ", checkpoint " << o.checkpoint << (o.resume ? " (resume)" : "");
+    if (o.commit_every > 0) out << " every " << o.commit_every << " updates";
+  }
   out << "\n";
   if (o.device_ms > 0) out << "  simulated device compute " << o.device_ms << " ms per step\n";
   if (o.slow_rank >= 0) {

@@ -49,8 +49,16 @@ struct TrainOptions {
   double lr_step_gamma = 0.1;
   bool scale_lr = true;  // learning rate x number of ranks
   std::vector<int64_t> hidden = {256, 128};
-  std::string checkpoint;           // written by rank 0 after every epoch when set
-  bool resume = false;              // load `checkpoint` and continue from its epoch
+  std::string checkpoint;  // written by rank 0 after every epoch when set
+  bool resume = false;     // load `checkpoint` and continue from its epoch
+  // Rank 0 also writes `checkpoint` after every this many updates (0: at the
+  // ends of epochs only); a relaunched job (HERD_RESTART_COUNT > 0) resumes
+  // from it mid-epoch.
+  int64_t commit_every = 0;
+  // For restart tests: on a job's first launch, worker `kill_rank` ends
+  // itself with SIGKILL right after update `kill_at_step` (-1: never).
+  int kill_rank = -1;
+  int64_t kill_at_step = 0;
   int64_t max_steps_per_epoch = 0;  // 0: all
   bool print_checksum = false;
   bool print_step_rates = false;  // rank 0 prints every worker's steps/s at the end

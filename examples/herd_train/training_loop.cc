@@ -1,11 +1,16 @@
 #include "herd_train/training_loop.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -102,6 +107,42 @@ double test_accuracy(Mlp& mlp, const Dataset& test, int rank, int ranks) {
   return totals[1] > 0 ? totals[0] / totals[1] : 0.0;
 }
 
+// The launch of this job: 0 for the first, k for the k-th relaunch after a
+// failure (HERD_RESTART_COUNT, set by herdrun --max-restarts).
+int restart_count() {
+  const char* text = std::getenv("HERD_RESTART_COUNT");
+  if (text == nullptr || *text == '\0') return 0;
+  char* end = nullptr;
+  const long value = std::strtol(text, &end, 10);
+  if (*end != '\0' || value < 0) {
+    throw herd::Error(std::string("HERD_RESTART_COUNT is '") + text +
+                      "'; expected a non-negative integer (the launch count)");
+  }
+  return static_cast<int>(value);
+}
+
+bool file_exists(const std::string& path) {
+  struct stat info;
+  return ::stat(path.c_str(), &info) == 0;
+}
+
+// Metadata of a checkpoint written within an epoch: the batches of the epoch
+// already done, and the epoch's batch count then.
+constexpr const char* kEpochStepKey = "epoch_step";
+constexpr const char* kStepsPerEpochKey = "steps_per_epoch";
+
+int64_t metadata_integer(const herd::Checkpoint& ck, const std::string& path, const char* key) {
+  const auto found = ck.metadata.find(key);
+  if (found == ck.metadata.end()) return 0;
+  char* end = nullptr;
+  const long long value = std::strtoll(found->second.c_str(), &end, 10);
+  if (found->second.empty() || *end != '\0' || value < 0) {
+    throw herd::Error("checkpoint " + path + ": metadata " + key + " is '" + found->second +
+                      "'; expected a non-negative integer");
+  }
+  return value;
+}
+
 }  // namespace
 
 int run_training(const TrainOptions& o) {
@@ -128,10 +169,22 @@ int run_training(const TrainOptions& o) {
   const std::vector<herd::Parameter>& params = mlp.parameters();
 
   int start_epoch = 0;
+  int64_t start_step = 0;  // batches of start_epoch already done
   int64_t global_step = 0;
   uint64_t data_seed = o.seed;
   std::unique_ptr<herd::Checkpoint> resume;
-  if (o.resume) {
+  const int launch = restart_count();
+  // A relaunched job continues from the last commit; before the first
+  // commit there is none, and it starts over.
+  const bool resuming =
+      o.resume || (launch > 0 && !o.checkpoint.empty() && file_exists(o.checkpoint));
+  if (!resuming && rank == 0 && !o.checkpoint.empty() && std::getenv("HERD_RESTART_COUNT")) {
+    // The first launch of a restartable job: a checkpoint already there is
+    // another run's, which a relaunch before this run's first commit must
+    // not resume.
+    std::remove(o.checkpoint.c_str());
+  }
+  if (resuming) {
     resume = std::make_unique<herd::Checkpoint>(herd::load_checkpoint(o.checkpoint));
     auto found = resume->metadata.find("optimizer");
     if (found != resume->metadata.end() && found->second != o.optimizer) {
@@ -139,6 +192,7 @@ int run_training(const TrainOptions& o) {
                         found->second + ", this run has --optimizer " + o.optimizer);
     }
     start_epoch = static_cast<int>(resume->epoch);
+    start_step = metadata_integer(*resume, o.checkpoint, kEpochStepKey);
     global_step = resume->step;
     data_seed = resume->seed;
   }
@@ -153,6 +207,17 @@ int run_training(const TrainOptions& o) {
     throw herd::Error("an epoch has no complete step: " + std::to_string(sampler.num_samples()) +
                       " samples per rank, --batch-size " + std::to_string(o.batch_size) +
                       ", --gradient-accumulation " + std::to_string(o.gradient_accumulation));
+  }
+  if (start_step > 0) {
+    const int64_t written = metadata_integer(*resume, o.checkpoint, kStepsPerEpochKey);
+    if (written != steps_per_epoch) {
+      throw herd::Error("checkpoint " + o.checkpoint + " was written " +
+                        std::to_string(start_step) + " steps into an epoch of " +
+                        std::to_string(written) + " steps, but this run's epochs have " +
+                        std::to_string(steps_per_epoch) +
+                        " (--batch-size, --max-steps-per-epoch and the number of ranks "
+                        "must be those of the run that wrote it)");
+    }
   }
   std::unique_ptr<GradientExchange> exchange = make_gradient_exchange(
       o, params, steps_per_epoch / o.gradient_accumulation, resume.get(), o.checkpoint);
@@ -173,9 +238,12 @@ int run_training(const TrainOptions& o) {
         o.batch_size * o.gradient_accumulation * (o.engine == Engine::kParameterServer ? 1 : ranks);
     std::printf("  %" PRId64 " steps per epoch, %" PRId64 " samples per update\n", steps_per_epoch,
                 update_batch);
-    if (o.resume) {
-      std::printf("  resumed from %s at epoch %d (step %" PRId64 ", data seed %" PRIu64 ")\n",
-                  o.checkpoint.c_str(), start_epoch + 1, global_step, data_seed);
+    if (resuming) {
+      std::printf("  resumed from %s at epoch %d", o.checkpoint.c_str(), start_epoch + 1);
+      if (start_step > 0) std::printf(", batch %" PRId64, start_step);
+      std::printf(" (step %" PRId64 ", data seed %" PRIu64 ")", global_step, data_seed);
+      if (launch > 0) std::printf(" on launch %d", launch);
+      std::printf("\n");
     }
     std::printf("%5s %10s %9s %12s %9s\n", "epoch", "train_loss", "test_acc", "samples/s",
                 "time_s");
@@ -195,13 +263,19 @@ int run_training(const TrainOptions& o) {
   };
   mlp.zero_grad();
   const bool slowed = o.slow_rank == rank && o.slow_factor > 1;
+  const bool killer = launch == 0 && o.kill_rank == rank;
+  const std::map<std::string, std::string> description = {
+      {"model", "mlp " + join_sizes(mlp.sizes())}, {"optimizer", o.optimizer}};
   double training_seconds = 0;  // this worker's steps, evaluation excluded
   int64_t steps_done = 0;
 
   for (int epoch = start_epoch; epoch < o.epochs; ++epoch) {
     const Clock::time_point epoch_start = Clock::now();
     sampler.set_epoch(epoch);
-    const std::vector<int64_t> indices = sampler.indices();
+    // A resumed epoch skips the batches done before the commit it resumes.
+    const int64_t first_step = epoch == start_epoch ? start_step : 0;
+    std::vector<int64_t> indices = sampler.indices();
+    indices.erase(indices.begin(), indices.begin() + first_step * o.batch_size);
     herd::ProgressDisplay progress(stderr, progress_style, progress_interval, epoch_start);
     double loss_sum = 0;
     // --data-threads workers gather this epoch's batches (the samples of
@@ -210,8 +284,8 @@ int run_training(const TrainOptions& o) {
     // step order, so results do not depend on the thread count. With the data
     // in memory this saves only the copies (a small gain). The loader joins
     // its threads when it goes out of scope, also on an exception.
-    BatchLoader loader(train, indices, o.batch_size, steps_per_epoch, o.data_threads);
-    for (int64_t step = 0; step < steps_per_epoch; ++step) {
+    BatchLoader loader(train, indices, o.batch_size, steps_per_epoch - first_step, o.data_threads);
+    for (int64_t step = first_step; step < steps_per_epoch; ++step) {
       const BatchLoader::Batch& batch = loader.next();
       // An update's rate is the schedule's at its first pass (a KVStore
       // counts updates, each --gradient-accumulation passes long).
@@ -232,32 +306,49 @@ int run_training(const TrainOptions& o) {
       if (exchange->step(position)) {
         ++global_step;
         if (mode == GradMode::kAccumulate) mlp.zero_grad();
+        // Within the epoch only: its end writes the checkpoint below.
+        if (o.commit_every > 0 && global_step % o.commit_every == 0 && step + 1 < steps_per_epoch &&
+            rank == 0) {
+          std::map<std::string, std::string> metadata = description;
+          metadata[kEpochStepKey] = std::to_string(step + 1);
+          metadata[kStepsPerEpochKey] = std::to_string(steps_per_epoch);
+          exchange->save_checkpoint(o.checkpoint, global_step, epoch, data_seed, metadata);
+        }
+        if (killer && global_step == o.kill_at_step) {
+          std::fprintf(stderr, "herd-train: rank %d: --kill-rank: SIGKILL after step %" PRId64 "\n",
+                       rank, global_step);
+          std::fflush(stderr);
+          std::raise(SIGKILL);
+        }
       }
       if (progress.due()) {
-        const double samples = static_cast<double>((step + 1) * o.batch_size * ranks);
+        // The rate and loss of a resumed epoch count the batches of this launch.
+        const int64_t steps_run = step + 1 - first_step;
+        const double samples = static_cast<double>(steps_run * o.batch_size * ranks);
         progress.show(progress_text(epoch + 1, o.epochs, step + 1, steps_per_epoch,
-                                    loss_sum / (step + 1), samples / seconds_since(epoch_start)));
+                                    loss_sum / static_cast<double>(steps_run),
+                                    samples / seconds_since(epoch_start)));
       }
     }
     progress.clear();
     const double train_seconds = seconds_since(epoch_start);
     training_seconds += train_seconds;
-    steps_done += steps_per_epoch;
+    steps_done += steps_per_epoch - first_step;
     exchange->refresh_parameters();
 
-    std::vector<double> loss_totals = {loss_sum, static_cast<double>(steps_per_epoch)};
+    // A resumed epoch's loss and rate count the batches of this launch.
+    const int64_t steps_run = steps_per_epoch - first_step;
+    std::vector<double> loss_totals = {loss_sum, static_cast<double>(steps_run)};
     allreduce_sum("herd_train/train_loss", loss_totals);
     const double accuracy = test_accuracy(mlp, test, rank, ranks);
 
     if (!o.checkpoint.empty() && rank == 0) {
-      exchange->save_checkpoint(
-          o.checkpoint, global_step, epoch + 1, data_seed,
-          {{"model", "mlp " + join_sizes(mlp.sizes())}, {"optimizer", o.optimizer}});
+      exchange->save_checkpoint(o.checkpoint, global_step, epoch + 1, data_seed, description);
     }
     const double epoch_seconds = seconds_since(epoch_start);
     if (print) {
       const double samples =
-          static_cast<double>(steps_per_epoch) * static_cast<double>(o.batch_size) * ranks;
+          static_cast<double>(steps_run) * static_cast<double>(o.batch_size) * ranks;
       std::printf("%5d %10.4f %8.2f%% %12.0f %9.2f\n", epoch + 1, loss_totals[0] / loss_totals[1],
                   accuracy * 100, samples / train_seconds, epoch_seconds);
       std::fflush(stdout);

@@ -1,5 +1,5 @@
 """herd.torch as horovod.torch: the probes, the exception types, init's arguments,
-objects that only cloudpickle serializes and hvd.elastic, under mpirun.
+objects that only cloudpickle serializes and hvd.elastic's names, under mpirun.
 
 Each error case raises the Python type Horovod raises, on the rank whose call
 was wrong, and the collectives after it still work on every rank.
@@ -217,11 +217,16 @@ def test_allgather_object_takes_lambdas(rank, size):
 # hvd.elastic
 # --------------------------------------------------------------------------
 
-def test_elastic_says_it_is_missing():
-    with pytest.raises(NotImplementedError, match="herd has no elastic training yet"):
-        hvd.elastic.run
-    with pytest.raises(NotImplementedError, match="TorchState"):
-        hvd.elastic.TorchState
+def test_elastic_has_horovods_names():
+    # horovod.torch.elastic's names, and the State classes of horovod.common.elastic
+    # that scripts subclass; test_torch_elastic.py tests what they do.
+    for name in ("run", "State", "ObjectState", "TorchState", "ElasticSampler"):
+        assert hasattr(hvd.elastic, name), name
+    assert issubclass(hvd.elastic.TorchState, hvd.elastic.ObjectState)
+    assert issubclass(hvd.elastic.ObjectState, hvd.elastic.State)
+    for method in ("commit", "restore", "sync", "save", "check_host_updates",
+                   "register_reset_callbacks", "on_reset"):
+        assert callable(getattr(hvd.elastic.TorchState, method)), method
 
 
 # --------------------------------------------------------------------------

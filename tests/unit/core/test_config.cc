@@ -58,6 +58,7 @@ std::set<std::string> differing_fields(const Config& a, const Config& b) {
   if (a.kvstore_bigarray_bound != b.kvstore_bigarray_bound) {
     fields.insert("kvstore_bigarray_bound");
   }
+  if (a.elastic_dir != b.elastic_dir) fields.insert("elastic_dir");
   if (a.timeline_path != b.timeline_path) fields.insert("timeline_path");
   if (a.timeline_mark_cycles != b.timeline_mark_cycles) fields.insert("timeline_mark_cycles");
   if (a.print_stats != b.print_stats) fields.insert("print_stats");
@@ -93,6 +94,7 @@ const std::set<std::string> kAllFields = {"fusion_threshold_bytes",
                                           "gpu_staging_bytes",
                                           "num_servers",
                                           "kvstore_bigarray_bound",
+                                          "elastic_dir",
                                           "timeline_path",
                                           "timeline_mark_cycles",
                                           "print_stats",
@@ -742,6 +744,14 @@ TEST_CASE("config: HERD_TIMELINE and HERD_TIMELINE_MARK_CYCLES", "[config]") {
   }
 }
 
+TEST_CASE("config: HERD_ELASTIC_DIR", "[config]") {
+  Config config;
+  CHECK(config.elastic_dir == "herd-elastic");
+  REQUIRE(read({{"HERD_ELASTIC_DIR", "/shared/job7"}}, &config).is_ok());
+  CHECK(config.elastic_dir == "/shared/job7");
+  check_rejected("HERD_ELASTIC_DIR", "", "a directory path");
+}
+
 TEST_CASE("config: HERD_STATS", "[config]") {
   Config config;
   CHECK_FALSE(config.print_stats);
@@ -829,6 +839,7 @@ TEST_CASE("config: setting_docs covers every field exactly once", "[config]") {
                                                           {"HERD_AUTOTUNE_LOG", "/tmp/a.csv"},
                                                           {"HERD_AUTOTUNE_WARMUP_SAMPLES", "0"},
                                                           {"HERD_AUTOTUNE_STEPS_PER_SAMPLE", "2"},
+                                                          {"HERD_ELASTIC_DIR", "/tmp/state"},
                                                           {"HERD_STATS", "1"}};
   std::vector<SettingDoc> docs = setting_docs();
   REQUIRE(docs.size() == non_default.size());
@@ -943,10 +954,11 @@ TEST_CASE("config: compared values print as the variables spell them", "[config]
 TEST_CASE("config: unknown HERD_* variables are named with the closest known one", "[config]") {
   CHECK(unknown_variable_warnings({}).empty());
   // Settings and the variables of herd's scripts and herd-train are known.
-  CHECK(unknown_variable_warnings(
-            {"HERD_FUSION_THRESHOLD", "HERD_LOG_LEVEL", "HERD_BUILD_DIR", "HERD_TRAIN_RANKS",
-             "HERD_DEMO_RANKS", "HERD_EPOCHS", "HERD_BATCH_SIZE", "HERD_LR_STEP_GAMMA",
-             "HERD_CHECK_JOBS", "HERD_CMAKE_ARGS", "HERD_GRADIENT_COMPRESSION", "HERD_SLOW_RANK"})
+  CHECK(unknown_variable_warnings({"HERD_FUSION_THRESHOLD", "HERD_LOG_LEVEL", "HERD_BUILD_DIR",
+                                   "HERD_TRAIN_RANKS", "HERD_DEMO_RANKS", "HERD_EPOCHS",
+                                   "HERD_BATCH_SIZE", "HERD_LR_STEP_GAMMA", "HERD_CHECK_JOBS",
+                                   "HERD_CMAKE_ARGS", "HERD_GRADIENT_COMPRESSION", "HERD_SLOW_RANK",
+                                   "HERD_COMMIT_EVERY", "HERD_KILL_RANK", "HERD_KILL_AT_STEP"})
             .empty());
   CHECK(unknown_variable_warnings({"HERD_FUSION_THRESOLD", "HERD_LOGLEVEL", "HERD_TRAIN_RANK",
                                    "HERD_CYCLE_TIMES", "HERD_SHM_ALLREDUCE_BYTE"}) ==
