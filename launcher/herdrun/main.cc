@@ -219,12 +219,12 @@ int launch(const LaunchOptions& options, std::vector<Host> hosts) {
       return result.exit_status;
     }
     if (launch == options.max_restarts) {
-      std::cerr << summary;
+      std::cerr << summary << std::endl;
       if (options.max_restarts > 0) {
-        std::cerr << " It was the last of " << options.max_restarts + 1
-                  << " launches (--max-restarts " << options.max_restarts << ").";
+        // A line of its own: the summary ends with the rank's error line as written.
+        std::cerr << "herdrun: that was the last of " << options.max_restarts + 1
+                  << " launches (--max-restarts " << options.max_restarts << ")." << std::endl;
       }
-      std::cerr << std::endl;
       return result.exit_status;
     }
     std::cerr << "herdrun: restart " << launch + 1 << " of " << options.max_restarts << ": "

@@ -112,8 +112,8 @@ def test_max_restarts_gives_up_with_the_last_failure():
     restarts = [line for line in result.stderr.splitlines() if line.startswith("herdrun: restart")]
     assert len(restarts) == 1, result.stderr
     line = summary_line(result.stderr)
-    assert "Its first error line: herdrun_worker rank 1: error on launch 1" in line, line
-    assert line.endswith("It was the last of 2 launches (--max-restarts 1)."), line
+    assert line.endswith("Its first error line: herdrun_worker rank 1: error on launch 1"), line
+    assert "\nherdrun: that was the last of 2 launches (--max-restarts 1).\n" in result.stderr
 
 
 def test_every_byte_of_a_busy_job_arrives():
