@@ -129,11 +129,13 @@ class ObjectState(State):
         self._set_attrs()
 
 
-class _ModuleHandler:
-    """A torch.nn.Module: its state_dict, rank 0's parameters and buffers on sync."""
+class _StateDictHandler:
+    """An object with state_dict()/load_state_dict(): a copy of its state as saved by
+    the last commit, put back by restore; subclasses say how rank 0's state reaches the
+    other ranks (sync)."""
 
-    def __init__(self, module):
-        self.value = module
+    def __init__(self, value):
+        self.value = value
         self.saved = None
         self.save()
 
@@ -142,43 +144,25 @@ class _ModuleHandler:
 
     def restore(self):
         self.value.load_state_dict(self.saved)
+
+
+class _ModuleHandler(_StateDictHandler):
+    """A torch.nn.Module: rank 0's parameters and buffers on sync."""
 
     def sync(self):
         broadcast_parameters(self.value.state_dict(), root_rank=0)
 
 
-class _OptimizerHandler:
-    """A torch optimizer (or DistributedOptimizer): its state_dict, rank 0's state and
-    hyper-parameters on sync."""
-
-    def __init__(self, optimizer):
-        self.value = optimizer
-        self.saved = None
-        self.save()
-
-    def save(self):
-        self.saved = copy.deepcopy(self.value.state_dict())
-
-    def restore(self):
-        self.value.load_state_dict(self.saved)
+class _OptimizerHandler(_StateDictHandler):
+    """A torch optimizer (or DistributedOptimizer): rank 0's state and hyper-parameters
+    on sync."""
 
     def sync(self):
         broadcast_optimizer_state(self.value, root_rank=0)
 
 
-class _SamplerHandler:
-    """An ElasticSampler: its epoch and position, rank 0's on sync."""
-
-    def __init__(self, sampler):
-        self.value = sampler
-        self.saved = None
-        self.save()
-
-    def save(self):
-        self.saved = copy.deepcopy(self.value.state_dict())
-
-    def restore(self):
-        self.value.load_state_dict(self.saved)
+class _SamplerHandler(_StateDictHandler):
+    """An ElasticSampler: rank 0's epoch and position on sync."""
 
     def sync(self):
         self.value.load_state_dict(broadcast_object(self.value.state_dict(), root_rank=0,
