@@ -130,18 +130,14 @@ Status FusionExecutor::allreduce(const Response& spec, const std::vector<TensorE
   // prescale, which must not touch the input, needs the copy made first.
   const void* input;
   uint8_t* buffer;
-  // Tensors reduced in place that together fill one range of memory (views
-  // into one arena, herd::SharedBuffer) are reduced where they lie, as one
-  // tensor: no fusion buffer, and the shared-memory
+  // Tensors reduced in place that together fill one range of memory in the
+  // group's order (views into one arena, herd::SharedBuffer) are reduced
+  // where they lie, as one tensor: no fusion buffer, and the shared-memory
   // allreduce sees the arena's registration.
   const bool contiguous_in_place = in_place_and_contiguous(entries);
   if (contiguous_in_place) {
-    const auto lowest = std::min_element(
-        entries.begin(), entries.end(), [](const TensorEntry* a, const TensorEntry* b) {
-          return std::less<const void*>()(a->input.data, b->input.data);
-        });
-    input = (*lowest)->input.data;
-    buffer = static_cast<uint8_t*>((*lowest)->output.data);
+    input = entries.front()->input.data;
+    buffer = static_cast<uint8_t*>(entries.front()->output.data);
   } else if (entries.size() == 1) {
     const TensorEntry& entry = *entries.front();
     input = entry.input.data;
@@ -211,15 +207,14 @@ Status FusionExecutor::allreduce(const Response& spec, const std::vector<TensorE
 
 bool FusionExecutor::in_place_and_contiguous(const std::vector<TensorEntry*>& entries) {
   if (entries.size() < 2) return false;
-  // By address: a backward pass submits an arena's views in reverse.
-  std::vector<const TensorEntry*> by_address(entries.begin(), entries.end());
-  std::sort(by_address.begin(), by_address.end(), [](const TensorEntry* a, const TensorEntry* b) {
-    return std::less<const void*>()(a->input.data, b->input.data);
-  });
-  const uint8_t* next = static_cast<const uint8_t*>(by_address.front()->input.data);
-  for (const TensorEntry* entry : by_address) {
+  // The range must hold the tensors in the group's order, the order every
+  // rank packs a fusion buffer in: ranks whose tensors are not contiguous,
+  // or lie in another order, reduce their packed buffers against this range
+  // element by element.
+  const uint8_t* next = static_cast<const uint8_t*>(entries.front()->input.data);
+  for (const TensorEntry* entry : entries) {
     if (entry->input.data != entry->output.data || entry->input.data != next ||
-        entry->input.device != by_address.front()->input.device) {
+        entry->input.device != entries.front()->input.device) {
       return false;
     }
     next += entry->input.num_bytes();

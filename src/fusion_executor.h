@@ -86,7 +86,8 @@ class FusionExecutor {
   // Copies the fusion buffer back out to the entries' outputs, in order.
   void unpack(const std::vector<TensorEntry*>& entries, const uint8_t* buffer);
   // Whether the group has several entries, each reduced in place on one
-  // device, that in order of address each start where the one before ends.
+  // device, each starting where the one before it in the group ends: one
+  // range laid out as the fusion buffer would be.
   static bool in_place_and_contiguous(const std::vector<TensorEntry*>& entries);
   // The path of a call on `bytes` bytes under HERD_ALLREDUCE_ALGORITHM=shm,
   // and the likeliest winner under auto: shared memory where it serves the

@@ -287,6 +287,48 @@ TEST_CASE("background loop: tensors agreed in one cycle are fused into one allre
   }
 }
 
+TEST_CASE("background loop: tensors back to back in memory in another order on each rank sum right",
+          "[background_loop]") {
+  const int p = GENERATE(2, 3, 4);
+  INFO(p << " ranks");
+  // Every rank's three tensors lie back to back in one arena and are reduced
+  // in place, but each rank lays them out in its own order: only a rank
+  // whose layout is the fused group's may reduce the arena where it lies,
+  // the others pack a fusion buffer in the group's order.
+  const std::vector<int> counts = {3, 5, 2};
+  WorldOptions options;
+  options.size = p;
+  LoopWorld world(options);
+  std::vector<std::vector<float>> arenas(p, std::vector<float>(10));
+  std::vector<std::vector<float*>> starts(p, std::vector<float*>(counts.size()));
+  std::vector<std::vector<std::shared_ptr<HandleState>>> handles(p);
+  for (int rank = 0; rank < p; ++rank) {
+    float* next = arenas[rank].data();
+    for (int k : submission_order(rank, static_cast<int>(counts.size()))) {
+      starts[rank][k] = next;
+      next += counts[k];
+    }
+    handles[rank].resize(counts.size());
+    for (int k : submission_order(rank, static_cast<int>(counts.size()))) {
+      const std::vector<float> values = ramp(rank, counts[k], k + 1);
+      std::copy(values.begin(), values.end(), starts[rank][k]);
+      const TensorView view{starts[rank][k], DataType::kFloat32, {counts[k]}};
+      handles[rank][k] = world.submit(rank, allreduce_entry(rank, fmt::format("b/{}", k), view));
+    }
+  }
+  world.start();
+  for (int rank = 0; rank < p; ++rank) {
+    for (std::size_t k = 0; k < counts.size(); ++k) {
+      INFO("rank " << rank << " b/" << k);
+      REQUIRE(outcome(handles[rank][k]).message() == "");
+      const std::vector<float> result(starts[rank][k], starts[rank][k] + counts[k]);
+      CHECK(first_mismatch("b", result, [&](int64_t i) {
+              return ramp_sum(all_ranks(p), static_cast<double>(k + 1), i);
+            }) == "");
+    }
+  }
+}
+
 TEST_CASE("background loop: names submitted again settle through the response cache",
           "[background_loop]") {
   const int p = GENERATE(2, 3, 4);
