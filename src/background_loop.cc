@@ -14,6 +14,7 @@
 #include "src/cycle_bits.h"
 #include "src/fusion_plan.h"
 #include "src/operation_stats.h"
+#include "src/rank_file_path.h"
 #include "src/spin_wait.h"
 #include "src/timeline.h"
 
@@ -82,20 +83,6 @@ int64_t input_bytes(const TensorEntry& entry) {
   return bytes;
 }
 
-// HERD_AUTOTUNE_LOG for `rank`: %r stands for the rank; without %r rank 0
-// alone writes.
-std::string autotune_log_path(const std::string& setting, int rank) {
-  const std::size_t at = setting.find("%r");
-  if (at == std::string::npos) return rank == 0 ? setting : std::string();
-  std::string path = setting;
-  const std::string digits = std::to_string(rank);
-  for (std::size_t from = at; from != std::string::npos; from = path.find("%r", from)) {
-    path.replace(from, 2, digits);
-    from += digits.size();
-  }
-  return path;
-}
-
 }  // namespace
 
 BackgroundLoop::BackgroundLoop(const Config& config, TensorQueue& queue, ControlChannel& control,
@@ -128,7 +115,7 @@ BackgroundLoop::BackgroundLoop(const Config& config, TensorQueue& queue, Control
     AutotuneOptions options;
     options.warmup_samples = static_cast<int>(config.autotune_warmup_samples);
     options.steps_per_sample = static_cast<int>(config.autotune_steps_per_sample);
-    options.log_path = autotune_log_path(config.autotune_log, global_ranks_[control_.rank()]);
+    options.log_path = rank_file_path(config.autotune_log, global_ranks_[control_.rank()]);
     options.shm = shm.group != nullptr;
     options.shm_slot_bytes = shm.group != nullptr ? shm.group->slot_bytes() : 0;
     autotuner_ = std::make_unique<Autotuner>(tuned_settings(), options, control_.rank() == 0);

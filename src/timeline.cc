@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "common/logging.h"
+#include "src/rank_file_path.h"
 
 namespace herd::detail {
 namespace {
@@ -85,15 +86,6 @@ void append_json_string(fmt::memory_buffer& out, const std::string& text) {
       ++i;
     }
   }
-}
-
-std::string replace_rank(std::string path, int rank) {
-  const std::string digits = std::to_string(rank);
-  for (std::size_t at = path.find("%r"); at != std::string::npos;
-       at = path.find("%r", at + digits.size())) {
-    path.replace(at, 2, digits);
-  }
-  return path;
 }
 
 }  // namespace
@@ -295,9 +287,8 @@ Timeline::~Timeline() { stop(); }
 
 Status Timeline::start(const std::string& path, bool mark_cycles, int rank) {
   std::lock_guard<std::mutex> control(control_mutex_);
-  const bool per_rank = path.find("%r") != std::string::npos;
-  const std::string file_path = per_rank ? replace_rank(path, rank) : path;
-  if (!per_rank && rank != 0) {
+  const std::string file_path = rank_file_path(path, rank);
+  if (file_path.empty()) {
     // Only rank 0 writes a path without %r; this rank's earlier file ends.
     stop_locked();
     return Status::ok();

@@ -17,6 +17,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "src/rank_file_path.h"
 #include "src/timeline.h"
 
 namespace herd::detail {
@@ -331,3 +332,12 @@ TEST_CASE("timeline: readiness marks are instants named by the rank", "[timeline
 }
 
 }  // namespace herd::detail
+
+TEST_CASE("rank file path: %r stands for the rank, a path without it is rank 0's", "[timeline]") {
+  using herd::detail::rank_file_path;
+  CHECK(rank_file_path("/tmp/t.%r.json", 0) == "/tmp/t.0.json");
+  CHECK(rank_file_path("/tmp/%r/t.%r.json", 12) == "/tmp/12/t.12.json");
+  CHECK(rank_file_path("/tmp/t.json", 0) == "/tmp/t.json");
+  CHECK(rank_file_path("/tmp/t.json", 3).empty());
+  CHECK(rank_file_path("%r%r", 7) == "77");
+}
