@@ -5,9 +5,11 @@
 #   <libdir>/libherd_train.so*    the training library (target herd_train)
 #   include/herd/kvstore.h        the KVStore's API
 #   <libdir>/libherd_kvstore.so*  the KVStore (target herd_kvstore)
+#   include/herd/recordio.h, data/ the data library's API
+#   <libdir>/libherd_data.so*     RecordIO and IDX files (target herd_data)
 #   <libdir>/cmake/herd/          the CMake package: find_package(herd CONFIG)
 #                                 gives the imported targets herd::herd and
-#                                 herd::train and herd::kvstore
+#                                 herd::train, herd::kvstore and herd::data
 #   bin/herd-train                the training job, when examples are built
 #   bin/herd-bench                the benchmark, when benchmarks are built
 #   bin/herdrun                   the launcher
@@ -30,6 +32,7 @@ set(HERD_INSTALL_EXAMPLESDIR ${CMAKE_INSTALL_LIBEXECDIR}/herd)
 set_target_properties(herd PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
 set_target_properties(herd_train PROPERTIES INSTALL_RPATH "$ORIGIN" INSTALL_RPATH_USE_LINK_PATH ON)
 set_target_properties(herd_kvstore PROPERTIES INSTALL_RPATH "$ORIGIN" INSTALL_RPATH_USE_LINK_PATH ON)
+set_target_properties(herd_data PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
 
 # herd_install_program(<target> <destination>): installs a program into
 # <destination> (relative to the prefix) with an RPATH that leads from there to
@@ -42,7 +45,7 @@ function(herd_install_program target destination)
   install(TARGETS ${target} RUNTIME DESTINATION ${destination})
 endfunction()
 
-install(TARGETS herd herd_train herd_kvstore EXPORT herdTargets
+install(TARGETS herd herd_train herd_kvstore herd_data EXPORT herdTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -32,6 +32,9 @@ import sys
 LAYERS = {
     "common": (["common/", "include/herd/types.h", "include/herd/error.h",
                 "include/herd/tensor.h"], []),
+    # RecordIO and IDX files: beside the communication layers, seeing only
+    # herd::Error of common's public headers.
+    "data": (["data/", "include/herd/data/", "include/herd/recordio.h"], ["common"]),
     "ops": (["ops/"], ["common"]),
     "collectives": (["collectives/"], ["ops", "common"]),
     "core": (["src/", "include/herd/handle.h", "include/herd/process_set.h",
@@ -42,14 +45,16 @@ LAYERS = {
     "train": (["train/", "include/herd/train/", "include/herd/train.h"], ["api", "common"]),
     "kvstore": (["kvstore/", "include/herd/kvstore.h", "include/herd/kvstore/"],
                 ["train", "api", "common"]),
-    "bindings": (["bindings/"], ["kvstore", "train", "api"]),
-    "examples": (["examples/"], ["kvstore", "train", "api"]),
-    "benchmarks": (["benchmarks/"], ["kvstore", "train", "api", "collectives", "ops", "common"]),
+    "bindings": (["bindings/"], ["data", "kvstore", "train", "api"]),
+    "examples": (["examples/"], ["data", "kvstore", "train", "api"]),
+    "benchmarks": (["benchmarks/"], ["data", "kvstore", "train", "api", "collectives", "ops", "common"]),
     # herdrun: links no herd library, so it sees no layer but its own.
     "launcher": (["launcher/"], []),
     # herd-timeline: reads timeline files only, links no herd library.
     "tools": (["tools/"], []),
-    "tests": (["tests/"], ["launcher", "tools", "benchmarks", "examples", "bindings", "kvstore", "train", "api", "core",
+    # herd-rec: packs, checks and unpacks RecordIO files with herd::data.
+    "herd_rec": (["tools/herd_rec/"], ["data", "common"]),
+    "tests": (["tests/"], ["launcher", "tools", "herd_rec", "data", "benchmarks", "examples", "bindings", "kvstore", "train", "api", "core",
                            "collectives", "ops", "common"]),
 }
 
