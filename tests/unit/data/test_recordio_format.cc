@@ -533,8 +533,15 @@ TEST_CASE("Writes after close and records too long are refused", "[data][recordi
   writer.close();  // closing twice is harmless
   CHECK_THROWS_WITH(writer.write(bytes_of("x")),
                     "RecordIO file '" + path + "': written to after close()");
-  std::vector<uint8_t> out;
   const uint8_t byte = 0;
+  RecordWriter open_writer(path);
+  open_writer.write(bytes_of("abc"));
+  CHECK_THROWS_WITH(open_writer.write(&byte, kMaxRecordLength + 1),
+                    "RecordIO file '" + path +
+                        "' at byte 12: a record of 536870912 bytes is longer than the 536870911 "
+                        "bytes a part's length field holds");
+  CHECK(open_writer.tell() == 12);
+  std::vector<uint8_t> out;
   // The length is refused before any byte is read.
   CHECK_THROWS_WITH(append_record(&out, &byte, kMaxRecordLength + 1),
                     "RecordIO: a record of 536870912 bytes is longer than the 536870911 bytes a "
