@@ -8,6 +8,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -322,6 +323,41 @@ TEST_CASE("Records longer than the reader's buffer and across its edges", "[data
     CHECK(from_reader == records[i]);
   }
   CHECK(offset == file.size());
+}
+
+TEST_CASE("Threads read one RecordFile at once", "[data][recordio]") {
+  RecordTempDir dir;
+  const std::string path = dir.file("shared.rec");
+  std::mt19937 random(19);
+  std::vector<std::vector<uint8_t>> records;
+  std::vector<uint64_t> offsets;
+  {
+    RecordWriter writer(path);
+    // 499 is prime: each thread's order below is a permutation.
+    for (int i = 0; i < 499; ++i) {
+      std::vector<uint8_t> record = random_bytes(random, random() % 3000);
+      if (record.size() >= 8 && i % 3 == 0) std::copy(kMagic.begin(), kMagic.end(), record.begin());
+      offsets.push_back(writer.write(record));
+      records.push_back(record);
+    }
+    writer.close();
+  }
+  const RecordFile file(path);
+  std::vector<int> mismatches(4, 0);
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < mismatches.size(); ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<uint8_t> record;
+      // Each thread in another order, so that reads interleave.
+      for (std::size_t k = 0; k < records.size(); ++k) {
+        const std::size_t i = (k * (2 * t + 1) + t * 97) % records.size();
+        file.read_at(offsets[i], &record);
+        if (record != records[i]) ++mismatches[t];
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  CHECK(mismatches == std::vector<int>(4, 0));
 }
 
 TEST_CASE("RecordReader's [begin, end) reads the records whose heads lie in it",
