@@ -3,6 +3,7 @@
 #include "herd/data/record_prefetcher.h"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
@@ -13,10 +14,12 @@
 
 namespace herd::data {
 
-// Position k of the order is read into slot k % slots.size(). A worker
-// claims positions in order, and only while the position lies fewer than
-// slots.size() ahead of the consumer's, so a claimed slot is always free
-// and at most slots.size() records are in memory.
+// Position k of the order is read into slot k % slots.size(). Workers claim
+// runs of `batch` consecutive positions, and only runs that end fewer than
+// slots.size() positions ahead of the consumer, so a claimed slot is always
+// free and at most slots.size() records are in memory. Claiming and handing
+// over a run at a time, rather than a record, keeps the workers and the
+// consumer from waking each other for every small record.
 struct RecordPrefetcher::State {
   struct Slot {
     std::vector<uint8_t> record;
@@ -24,30 +27,43 @@ struct RecordPrefetcher::State {
     bool ready = false;
   };
 
-  State(const RecordShard& shard_in, std::vector<std::size_t> order_in, std::size_t slot_count)
-      : shard(shard_in), order(std::move(order_in)), slots(slot_count) {}
+  State(const RecordShard& shard_in, std::vector<std::size_t> order_in, std::size_t slot_count,
+        std::size_t batch_in)
+      : shard(shard_in), order(std::move(order_in)), slots(slot_count), batch(batch_in) {}
+
+  // The length of the next run to claim.
+  std::size_t next_run() const { return std::min(batch, order.size() - claimed); }
+  // Whether a worker may claim the next run now (the lock held).
+  bool run_fits() const {
+    return claimed < order.size() && claimed + next_run() <= handed_out + slots.size();
+  }
 
   void work() {
     std::unique_lock<std::mutex> lock(mutex);
     while (true) {
-      space.wait(lock, [&] {
-        return stopping || failed || claimed == order.size() || claimed < handed_out + slots.size();
-      });
+      space.wait(lock, [&] { return stopping || failed || claimed == order.size() || run_fits(); });
       if (stopping || failed || claimed == order.size()) return;
-      const std::size_t position = claimed++;
-      Slot& slot = slots[position % slots.size()];
+      const std::size_t first = claimed;
+      const std::size_t length = next_run();
+      claimed += length;
       lock.unlock();
+      std::size_t done = 0;
       std::exception_ptr error;
-      try {
-        shard.read(order[position], &slot.record);
-      } catch (...) {
-        error = std::current_exception();
+      for (; done < length && !stopping_now.load(std::memory_order_relaxed); ++done) {
+        try {
+          shard.read(order[first + done], &slots[(first + done) % slots.size()].record);
+        } catch (...) {
+          error = std::current_exception();
+          break;
+        }
       }
       lock.lock();
-      slot.error = error;
-      slot.ready = true;
+      for (std::size_t i = 0; i < done; ++i) slots[(first + i) % slots.size()].ready = true;
       if (error) {
         // Positions after it are not read: the consumer stops at the error.
+        Slot& broken = slots[(first + done) % slots.size()];
+        broken.error = error;
+        broken.ready = true;
         failed = true;
         space.notify_all();
       }
@@ -59,6 +75,7 @@ struct RecordPrefetcher::State {
     {
       std::lock_guard<std::mutex> lock(mutex);
       stopping = true;
+      stopping_now.store(true, std::memory_order_relaxed);
     }
     space.notify_all();
     for (std::thread& worker : workers) worker.join();
@@ -68,12 +85,15 @@ struct RecordPrefetcher::State {
   const RecordShard& shard;
   const std::vector<std::size_t> order;
   std::vector<Slot> slots;
+  const std::size_t batch;
   std::mutex mutex;
-  std::condition_variable space;   // workers: a slot came free, or stop
-  std::condition_variable filled;  // the consumer: a record is ready
+  std::condition_variable space;   // workers: a run came free, or stop
+  std::condition_variable filled;  // the consumer: records are ready
   std::size_t claimed = 0;         // positions taken by workers
   std::size_t handed_out = 0;      // positions given to the consumer
   bool stopping = false;
+  // `stopping` for a worker amid a run, which it reads without the lock.
+  std::atomic<bool> stopping_now{false};
   bool failed = false;
   std::exception_ptr failure;  // once handed out, every later next() throws it
   std::vector<std::thread> workers;
@@ -102,7 +122,11 @@ RecordPrefetcher::RecordPrefetcher(const RecordShard& shard, std::vector<std::si
   // More slots or threads than records would only sit idle.
   const std::size_t slots = std::max<std::size_t>(1, std::min(capacity, order.size()));
   const std::size_t workers = std::min(static_cast<std::size_t>(threads), order.size());
-  state_ = new State(shard, std::move(order), slots);
+  // Runs short enough that every worker has one in progress while the
+  // consumer takes the records of as many others.
+  const std::size_t batch =
+      std::max<std::size_t>(1, slots / (2 * std::max<std::size_t>(1, workers)));
+  state_ = new State(shard, std::move(order), slots, batch);
   try {
     for (std::size_t i = 0; i < workers; ++i)
       state_->workers.emplace_back([s = state_] { s->work(); });
@@ -134,8 +158,9 @@ bool RecordPrefetcher::next(std::vector<uint8_t>* record) {
   record->swap(slot.record);
   slot.ready = false;
   ++s.handed_out;
+  const bool wake = s.run_fits();
   lock.unlock();
-  s.space.notify_one();
+  if (wake) s.space.notify_one();
   return true;
 }
 

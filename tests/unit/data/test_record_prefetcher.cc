@@ -1,6 +1,7 @@
 // RecordPrefetcher: the records of an order, in that order, whatever the
-// number of threads and the capacity; a broken record's error at its place;
-// destruction at any point. The reference is the payloads as written.
+// number of threads and the capacity (and so the length of the runs the
+// workers claim); a broken record's error at its place; destruction at any
+// point. The reference is the payloads as written.
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
@@ -50,7 +51,8 @@ TEST_CASE("The prefetcher hands out the order's records in order", "[data][prefe
   order.insert(order.end(), order.begin(), order.begin() + 17);
 
   for (int threads = 1; threads <= 8; ++threads) {
-    for (std::size_t capacity : {std::size_t{1}, std::size_t{3}, std::size_t{64}}) {
+    for (std::size_t capacity :
+         {std::size_t{1}, std::size_t{3}, std::size_t{64}, std::size_t{1000}}) {
       INFO("threads " << threads << ", capacity " << capacity);
       RecordPrefetcher prefetcher(shard, order, threads, capacity);
       Payload record;
