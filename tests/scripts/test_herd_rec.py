@@ -240,6 +240,10 @@ def test_pack_lst_refuses_a_bad_line_naming_it(tmp_path, line, message):
     assert str(lst) + " " + message in result.stderr
     if "missing" in line:
         assert str(tmp_path / "missing.bin") in result.stderr
+    # Nothing is left behind: a bad line stops pack before it writes, an unreadable file
+    # removes what it began.
+    assert not os.path.exists(tmp_path / "out.rec")
+    assert not os.path.exists(tmp_path / "out.idx")
 
 
 # --- info ----------------------------------------------------------------------------------------
