@@ -1,7 +1,8 @@
 """herd-rec against an independent reading of the RecordIO format.
 
 Run by ctest as herd_rec (HERD_REC names the program), or by hand:
-    HERD_REC=build/tools/herd_rec/herd-rec /usr/bin/python3 -m pytest -q tests/scripts/test_herd_rec.py
+    HERD_REC=build/tools/herd_rec/herd-rec \
+        /usr/bin/python3 -m pytest -q tests/scripts/test_herd_rec.py
 The expected bytes come from this file's own writer of dmlc's framing and MXNet's image header
 (struct 'IfQQ'), which first reproduces the format's published 76 golden bytes; the tool's
 output must equal them byte for byte.
