@@ -328,6 +328,68 @@ def test_irheader_pickles():
     assert pickle.loads(pickle.dumps(header)) == header
 
 
+def bgr_test_image():
+    """A smooth colour gradient (JPEG keeps it within a few levels) whose three
+    channels differ everywhere, so a swapped channel order shows."""
+    y, x = np.mgrid[0:48, 0:64]
+    return np.stack([x * 4, y * 5, 255 - x * 2 - y], axis=2).astype(np.uint8)
+
+
+def test_pack_img_png_round_trip_and_bgr_order():
+    Image = pytest.importorskip("PIL.Image")
+    import io
+
+    image = bgr_test_image()
+    record = recordio.pack_img(recordio.IRHeader(0, 4.0, 12, 0), image, img_fmt=".png")
+    header, encoded = recordio.unpack(record)
+    assert header == recordio.IRHeader(0, 4.0, 12, 0)
+    assert encoded[:8] == b"\x89PNG\r\n\x1a\n"
+    # Stored as RGB, as OpenCV stores a BGR array: the file's red is the array's channel 2.
+    stored = np.asarray(Image.open(io.BytesIO(encoded)))
+    assert np.array_equal(stored, image[:, :, ::-1])
+    header, decoded = recordio.unpack_img(record)
+    assert header.label == 4.0 and header.id == 12
+    assert decoded.dtype == np.uint8 and np.array_equal(decoded, image)
+    grey = image[:, :, 1].copy()
+    _, decoded = recordio.unpack_img(recordio.pack_img((0, 1.0, 0, 0), grey, img_fmt=".png"))
+    assert np.array_equal(decoded, grey)
+    _, colour = recordio.unpack_img(recordio.pack_img((0, 1.0, 0, 0), grey, img_fmt=".png"),
+                                    iscolor=1)
+    assert colour.shape == (48, 64, 3) and all(np.array_equal(colour[:, :, c], grey)
+                                               for c in range(3))
+    bgra = np.concatenate([image, np.full((48, 64, 1), 7, np.uint8)], axis=2)
+    _, decoded = recordio.unpack_img(recordio.pack_img((0, [1, 2], 0, 0), bgra, img_fmt=".png"))
+    assert np.array_equal(decoded, bgra)
+
+
+def test_pack_img_jpeg_is_close():
+    pytest.importorskip("PIL.Image")
+    image = bgr_test_image()
+    record = recordio.pack_img((0, [1.5, 2.5], 3, 0), image)  # .jpg, quality 95
+    header, encoded = recordio.unpack(record)
+    assert header.flag == 2 and header.label.tolist() == [1.5, 2.5]
+    assert encoded[:2] == b"\xff\xd8"
+    header, decoded = recordio.unpack_img(record)
+    assert decoded.shape == image.shape
+    assert np.abs(decoded.astype(int) - image).mean() < 2.0
+    _, grey = recordio.unpack_img(record, iscolor=0)
+    assert grey.shape == (48, 64)
+
+
+def test_pack_img_refusals():
+    pytest.importorskip("PIL.Image")
+    with pytest.raises(ValueError, match="img_fmt is one of"):
+        recordio.pack_img((0, 0.0, 0, 0), bgr_test_image(), img_fmt=".gif")
+    with pytest.raises(TypeError, match="uint8, not float32"):
+        recordio.pack_img((0, 0.0, 0, 0), np.zeros((4, 4), np.float32))
+    with pytest.raises(ValueError, match="not .4, 4, 2."):
+        recordio.pack_img((0, 0.0, 0, 0), np.zeros((4, 4, 2), np.uint8))
+    with pytest.raises(ValueError, match="no alpha"):
+        recordio.pack_img((0, 0.0, 0, 0), np.zeros((4, 4, 4), np.uint8))
+    with pytest.raises(ValueError, match="the 5 bytes after the header .id 9. are no image"):
+        recordio.unpack_img(recordio.pack((0, 0.0, 9, 0), b"hello"))
+
+
 # ---- errors -----------------------------------------------------------------------
 
 

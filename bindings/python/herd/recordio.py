@@ -14,6 +14,7 @@ bad .idx line raises ValueError naming the file and the line. docs/data.md
 describes the module and where it differs from MXNet's.
 """
 
+import io
 import numbers
 import os
 import struct
@@ -24,7 +25,9 @@ import numpy as np
 
 from herd import _native
 
-__all__ = ["IRHeader", "MXIndexedRecordIO", "MXRecordIO", "pack", "unpack"]
+__all__ = [
+    "IRHeader", "MXIndexedRecordIO", "MXRecordIO", "pack", "pack_img", "unpack", "unpack_img",
+]
 
 _native_recordio = _native.recordio
 
@@ -302,3 +305,70 @@ def unpack(s):
         header = header._replace(label=labels.astype(np.float32, copy=False))
         return header, s[end:]
     return header, s[_IR_SIZE:]
+
+
+# pack_img and unpack_img encode with Pillow (Debian's python3-pil) where MXNet
+# uses OpenCV, keeping OpenCV's conventions: colour arrays are BGR (BGRA with
+# alpha), grey ones two-dimensional.
+_IMAGE_FORMATS = {".jpg": "JPEG", ".jpeg": "JPEG", ".png": "PNG"}
+
+
+def _pillow():
+    try:
+        from PIL import Image
+    except ImportError:
+        raise ImportError("herd.recordio.pack_img and unpack_img need Pillow "
+                          "(Debian: apt-get install python3-pil)") from None
+    return Image
+
+
+def pack_img(header, img, quality=95, img_fmt=".jpg"):
+    """An image record holding `img` encoded as JPEG (quality 0-100) or PNG
+    (`quality` is then the zlib level, clamped to 0-9 as OpenCV does).
+    `img` is a uint8 array: height x width (grey), or height x width x 3 in
+    BGR order, or x 4 in BGRA order (PNG only), as OpenCV's arrays."""
+    Image = _pillow()
+    pil_format = _IMAGE_FORMATS.get(str(img_fmt).lower())
+    if pil_format is None:
+        raise ValueError(f"herd.recordio.pack_img: img_fmt is one of {sorted(_IMAGE_FORMATS)}, "
+                         f"not {img_fmt!r}")
+    img = np.asarray(img)
+    if img.dtype != np.uint8:
+        raise TypeError(f"herd.recordio.pack_img: the image is uint8, not {img.dtype}")
+    if img.ndim == 3 and img.shape[2] == 1:
+        img = img[:, :, 0]
+    if img.ndim == 3 and img.shape[2] in (3, 4):
+        channels = [2, 1, 0, 3][:img.shape[2]]
+        img = np.ascontiguousarray(img[:, :, channels])
+    elif img.ndim != 2:
+        raise ValueError(f"herd.recordio.pack_img: the image is height x width or height x "
+                         f"width x 1, 3 or 4, not {img.shape}")
+    if pil_format == "JPEG" and img.ndim == 3 and img.shape[2] == 4:
+        raise ValueError("herd.recordio.pack_img: JPEG has no alpha channel; use img_fmt='.png'")
+    options = {"quality": int(quality)} if pil_format == "JPEG" else {
+        "compress_level": min(max(int(quality), 0), 9)}
+    encoded = io.BytesIO()
+    Image.fromarray(img).save(encoded, format=pil_format, **options)
+    return pack(header, encoded.getvalue())
+
+
+def unpack_img(s, iscolor=-1):
+    """The header and the decoded image of an image record: iscolor -1 as
+    stored (grey 2-D, colour BGR, with alpha BGRA), 0 grey, 1 colour BGR.
+    Raises ValueError where the bytes after the header are no image Pillow reads."""
+    Image = _pillow()
+    header, encoded = unpack(s)
+    try:
+        image = Image.open(io.BytesIO(encoded))
+        image.load()
+    except Exception as error:
+        raise ValueError(f"herd.recordio.unpack_img: the {len(encoded)} bytes after the header "
+                         f"(id {header.id}) are no image Pillow can read: {error}") from None
+    if iscolor == 0:
+        image = image.convert("L")
+    elif iscolor > 0 or image.mode not in ("L", "RGB", "RGBA", "I;16"):
+        image = image.convert("RGBA" if iscolor < 0 and "A" in image.mode else "RGB")
+    img = np.asarray(image)
+    if img.ndim == 3:
+        img = np.ascontiguousarray(img[:, :, [2, 1, 0, 3][:img.shape[2]]])
+    return header, img
