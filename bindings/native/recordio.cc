@@ -128,9 +128,21 @@ class Reader {
   void seek(uint64_t offset) {
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(mutex_);
-    check_open();
-    if (!random_) random_ = std::make_unique<data::RecordFile>(path_);
-    position_ = offset;
+    move_to(offset);
+  }
+
+  // seek(offset) and read() in one step, so that threads sharing the reader
+  // each get the record they asked for.
+  py::object read_at(uint64_t offset) {
+    std::optional<std::vector<uint8_t>> record;
+    {
+      py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(mutex_);
+      move_to(offset);
+      record = read_next();
+    }
+    if (!record) return py::none();
+    return to_bytes(*record);
   }
 
   void close() {
@@ -153,6 +165,12 @@ class Reader {
  private:
   void check_open() const {
     if (closed_) throw py::value_error("herd.recordio: " + path_ + " is closed");
+  }
+
+  void move_to(uint64_t offset) {
+    check_open();
+    if (!random_) random_ = std::make_unique<data::RecordFile>(path_);
+    position_ = offset;
   }
 
   std::optional<std::vector<uint8_t>> read_next() {
@@ -207,6 +225,8 @@ void bind_recordio(py::module_& m) {
       .def("tell", &Reader::tell, "The offset of the next record's head.")
       .def("seek", &Reader::seek, py::arg("offset"),
            "Continues at this offset, which must be a record's head.")
+      .def("read_at", &Reader::read_at, py::arg("offset"),
+           "seek(offset), then read(), in one step.")
       .def("close", &Reader::close)
       .def_property_readonly("closed", &Reader::closed)
       .def_property_readonly("path", &Reader::path)

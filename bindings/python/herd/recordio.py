@@ -227,20 +227,24 @@ class MXIndexedRecordIO(MXRecordIO):
         state["fidx"] = None
         return state
 
-    def seek(self, idx):
-        """Moves to the record of key `idx`: the next read() returns it."""
+    def _offset(self, idx):
         self._check_open(writing=False)
         self._check_pid(allow_reset=True)
         try:
-            offset = self.idx[idx]
+            return self.idx[idx]
         except KeyError:
             raise KeyError(f"herd.recordio: {self.idx_path} has no key {idx!r}") from None
+
+    def seek(self, idx):
+        """Moves to the record of key `idx`: the next read() returns it."""
+        offset = self._offset(idx)  # first: it may reopen the handle
         self.handle.seek(offset)
 
     def read_idx(self, idx):
-        """The record of key `idx`."""
-        self.seek(idx)
-        return self.read()
+        """The record of key `idx` (seek, then read, in one step: threads may share
+        the reader); read() goes on with the record after it."""
+        offset = self._offset(idx)  # first: it may reopen the handle
+        return self.handle.read_at(offset)
 
     def write_idx(self, idx, buf):
         """Appends the record `buf` under key `idx` and its line to the .idx."""
