@@ -95,9 +95,10 @@ asan_targets=(test_common test_ops test_collectives test_core test_train test_ap
   test_shutdown)
 # The threaded tests that run in one process: the background loop and the
 # control channel over in-process ranks (test_core), the collectives over the
-# in-process and shared-memory transports (test_collectives).
-tsan_tests='^test_(core|collectives_short)$'
-tsan_targets=(test_core test_collectives)
+# in-process and shared-memory transports (test_collectives), the RecordIO
+# prefetcher's workers and one file read by several threads (test_data).
+tsan_tests='^test_(core|collectives_short|data)$'
+tsan_targets=(test_core test_collectives test_data)
 
 sanitizers_ok=1
 if [[ "${HERD_TEST_SANITIZERS:-1}" == "0" && "${CI:-}" != "true" ]]; then
