@@ -458,7 +458,9 @@ def test_error_idx_offset_not_a_record_head(tmp_path):
     for key, offset in ((1, 24), (2, 6)):
         with pytest.raises(herd.Error) as raised:
             reader.read_idx(key)
-        assert str(rec) in str(raised.value) and f"at byte {offset}:" in str(raised.value)
+        assert str(raised.value).startswith(
+            f"key {key} of RecordIO index '{idx}': RecordIO file '{rec}' at byte {offset}: "
+            "not a record head")
     # A failed read leaves the reader usable.
     assert reader.read_idx(0) == GOLDEN_RECORDS[0]
 
@@ -475,7 +477,7 @@ def test_error_bad_idx_lines(tmp_path, text, line, what):
     rec.write_bytes(GOLDEN_BYTES)
     idx = tmp_path / "bad.idx"
     idx.write_text(text)
-    with pytest.raises(ValueError, match=f"{idx}:{line}: .*{what}"):
+    with pytest.raises(ValueError, match=f"RecordIO index '{idx}' line {line}: .*{what}"):
         recordio.MXIndexedRecordIO(str(idx), str(rec), "r")
 
 
@@ -483,12 +485,13 @@ def test_error_unknown_key(tmp_path):
     idx, rec = tmp_path / "k.idx", tmp_path / "k.rec"
     writer = recordio.MXIndexedRecordIO(str(idx), str(rec), "w")
     writer.write_idx(5, b"five")
-    with pytest.raises(ValueError, match="key 5 is already in"):
+    with pytest.raises(ValueError, match=f"RecordIO index '{idx}': key 5 is written already "
+                       r"\(at offset 0\)"):
         writer.write_idx(5, b"again")
     writer.close()
     assert idx.read_text() == "5\t0\n"
     reader = recordio.MXIndexedRecordIO(str(idx), str(rec), "r")
-    with pytest.raises(KeyError, match="has no key 6"):
+    with pytest.raises(KeyError, match=f"RecordIO index '{idx}' has no key 6"):
         reader.read_idx(6)
 
 

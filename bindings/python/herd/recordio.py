@@ -192,7 +192,7 @@ class MXIndexedRecordIO(MXRecordIO):
                 if not line.strip():
                     continue
                 fields = line.rsplit(None, 1)
-                where = f"herd.recordio: {self.idx_path}:{number}"
+                where = f"RecordIO index '{self.idx_path}' line {number}"
                 if len(fields) != 2:
                     raise ValueError(f"{where}: expected 'key<TAB>offset', got {line.rstrip()!r}")
                 try:
@@ -233,7 +233,7 @@ class MXIndexedRecordIO(MXRecordIO):
         try:
             return self.idx[idx]
         except KeyError:
-            raise KeyError(f"herd.recordio: {self.idx_path} has no key {idx!r}") from None
+            raise KeyError(f"RecordIO index '{self.idx_path}' has no key {idx!r}") from None
 
     def seek(self, idx):
         """Moves to the record of key `idx`: the next read() returns it."""
@@ -244,14 +244,18 @@ class MXIndexedRecordIO(MXRecordIO):
         """The record of key `idx` (seek, then read, in one step: threads may share
         the reader); read() goes on with the record after it."""
         offset = self._offset(idx)  # first: it may reopen the handle
-        return self.handle.read_at(offset)
+        try:
+            return self.handle.read_at(offset)
+        except _native.Error as error:
+            # As the C++ IndexedRecordReader's: the key and the .idx, then the .rec's error.
+            raise type(error)(f"key {idx!r} of RecordIO index '{self.idx_path}': {error}") from None
 
     def write_idx(self, idx, buf):
         """Appends the record `buf` under key `idx` and its line to the .idx."""
         self._check_open(writing=True)
         key = self.key_type(idx)
         if key in self.idx:
-            raise ValueError(f"herd.recordio: key {key!r} is already in {self.idx_path} "
+            raise ValueError(f"RecordIO index '{self.idx_path}': key {key!r} is written already "
                              f"(at offset {self.idx[key]})")
         offset = self.tell()
         self.write(buf)
