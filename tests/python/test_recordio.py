@@ -566,6 +566,49 @@ def test_pickled_indexed_reader_reopens(tmp_path):
     assert copy.read_idx(1) == GOLDEN_RECORDS[1]
 
 
+def read_keys(reader, keys, results):
+    try:
+        results.put((keys[0], [reader.read_idx(key) for key in keys]))
+    except Exception as error:  # reported to the test, which fails on it
+        results.put((keys[0], repr(error)))
+
+
+@pytest.mark.parametrize("method", ["spawn", "fork"])
+def test_reader_used_in_worker_processes(tmp_path, method):
+    # As a data loader's workers use it: pickled into spawned processes, inherited
+    # (not pickled) by forked ones, where read_idx reopens the file for the new process.
+    import multiprocessing
+
+    idx, rec = tmp_path / "w.idx", tmp_path / "w.rec"
+    records = {key: f"record {key}".encode() * (key + 1) for key in range(40)}
+    writer = recordio.MXIndexedRecordIO(str(idx), str(rec), "w")
+    for key, record in records.items():
+        writer.write_idx(key, record)
+    writer.close()
+    reader = recordio.MXIndexedRecordIO(str(idx), str(rec), "r")
+    assert reader.read_idx(3) == records[3]
+    shares = [list(range(part, 40, 3)) for part in range(3)]
+    context = multiprocessing.get_context(method)
+    results = context.Queue()
+    workers = [context.Process(target=read_keys, args=(reader, keys, results)) for keys in shares]
+    for worker in workers:
+        worker.start()
+    got = dict(results.get(timeout=60) for _ in workers)
+    for worker in workers:
+        worker.join(timeout=60)
+        assert worker.exitcode == 0
+    assert got == {keys[0]: [records[key] for key in keys] for keys in shares}
+    assert reader.read_idx(39) == records[39]
+
+
+def test_mxnet_names():
+    # What scripts import from mxnet.recordio.
+    for name in ("MXRecordIO", "MXIndexedRecordIO", "IRHeader", "pack", "unpack", "pack_img",
+                 "unpack_img"):
+        assert name in recordio.__all__ and hasattr(recordio, name)
+    assert recordio.IRHeader._fields == ("flag", "label", "id", "id2")
+
+
 def test_an_open_writer_does_not_pickle(tmp_path):
     writer = recordio.MXRecordIO(str(tmp_path / "w.rec"), "w")
     writer.write(b"kept")
