@@ -517,6 +517,23 @@ def test_error_missing_file_and_misuse(tmp_path):
         reader.read()
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+def test_error_a_full_disk():
+    # Writes are buffered: the failure comes from close (or from the write that flushes),
+    # naming the file, the offset and the reason; the writer is closed after it.
+    writer = recordio.MXRecordIO("/dev/full", "w")
+    writer.write(b"x" * 10)
+    with pytest.raises(herd.Error, match="RecordIO file '/dev/full': writing 20 bytes at byte 0 "
+                       "failed: No space left on device"):
+        writer.close()
+    assert not writer.is_open
+    writer.close()
+    writer = recordio.MXRecordIO("/dev/full", "w")
+    with pytest.raises(herd.Error, match="No space left on device"):
+        for _ in range(1000):
+            writer.write(b"y" * 100000)
+
+
 def test_a_handle_from_another_process(tmp_path):
     # A handle inherited across fork: seek reopens it, read refuses (as MXNet's).
     idx, rec = tmp_path / "p.idx", tmp_path / "p.rec"
