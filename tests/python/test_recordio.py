@@ -470,6 +470,8 @@ def test_error_idx_offset_not_a_record_head(tmp_path):
     ("0\t0\n1\t16\n2\n", 3, "got '2'"),
     ("0\t0\n1\tsixteen\n", 2, "integer offset"),
     ("0\t0\n1\t80\n", 2, "offset 80 of key 1 lies outside .*76 bytes"),
+    ("0\t0\n1\t76\n", 2, "offset 76 of key 1 lies outside .*76 bytes"),
+    ("0\t-4\n", 1, "offset -4 of key 0 lies outside"),
     ("0\t0\n1\t16\n0\t48\n", 3, "key 0 is given twice .first at offset 0, again at 48."),
 ])
 def test_error_bad_idx_lines(tmp_path, text, line, what):

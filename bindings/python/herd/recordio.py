@@ -203,7 +203,8 @@ class MXIndexedRecordIO(MXRecordIO):
                                      f"{getattr(self.key_type, '__name__', self.key_type)} key "
                                      f"and an integer offset, got {line.rstrip()!r} "
                                      f"({error})") from None
-                if offset < 0 or offset > rec_size:
+                # A record takes 8 bytes at least: none begins at the end of the file.
+                if offset < 0 or offset >= rec_size:
                     raise ValueError(f"{where}: the offset {offset} of key {key!r} lies outside "
                                      f"{self.uri}, which has {rec_size} bytes")
                 if key in self.idx:
