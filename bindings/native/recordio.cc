@@ -70,6 +70,16 @@ class Writer {
     writer->close();
   }
 
+  // Leaves the file to the process that opened it, writing nothing: in a
+  // process forked from that one, the buffer holds the opener's records not
+  // yet written, which closing here would append a second time (the two
+  // processes share the file's offset). The RecordWriter is leaked on purpose.
+  void abandon() {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(mutex_);
+    (void)writer_.release();
+  }
+
   uint64_t escaped_magic_count() {
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(mutex_);
@@ -213,6 +223,8 @@ void bind_recordio(py::module_& m) {
       .def("tell", &Writer::tell, "The offset the next record's head will have.")
       .def("flush", &Writer::flush)
       .def("close", &Writer::close, "Flushes and closes; raises herd.Error if a write failed.")
+      .def("abandon", &Writer::abandon,
+           "Closes without writing the buffer: for a writer inherited across fork.")
       .def_property_readonly("escaped_magic_count", &Writer::escaped_magic_count,
                              "Aligned magic words escaped so far (dmlc's except_counter).")
       .def_property_readonly("closed", &Writer::closed)

@@ -545,6 +545,7 @@ def test_a_handle_from_another_process(tmp_path):
     writer.pid = -1
     with pytest.raises(RuntimeError, match="opened by process -1"):
         writer.write_idx(3, b"x")
+    writer.pid = os.getpid()  # back in the process that opened it, which writes it out
     writer.close()
     reader = recordio.MXIndexedRecordIO(str(idx), str(rec), "r")
     reader.pid = -1
@@ -555,6 +556,47 @@ def test_a_handle_from_another_process(tmp_path):
     reader.pid = -1
     reader.seek(1)
     assert reader.read() == b"\1\1\1"
+
+
+@pytest.mark.parametrize("indexed", [False, True])
+def test_a_writer_inherited_across_fork_writes_nothing_there(tmp_path, indexed):
+    # The child's copy holds the parent's buffered records and .idx lines; closing it
+    # there must not write them too (the two processes share the file's offset).
+    idx, rec = tmp_path / "f.idx", tmp_path / "f.rec"
+    if indexed:
+        writer = recordio.MXIndexedRecordIO(str(idx), str(rec), "w")
+    else:
+        writer = recordio.MXRecordIO(str(rec), "w")
+    records = [f"before fork {key}".encode() for key in range(3)] + [b"after fork"]
+    for key, record in enumerate(records[:3]):
+        writer.write_idx(key, record) if indexed else writer.write(record)
+    child = os.fork()
+    if child == 0:
+        status = 1
+        try:
+            writer.close()
+            assert not writer.is_open
+            status = 0
+        finally:
+            os._exit(status)
+    assert os.waitpid(child, 0)[1] == 0
+    writer.write_idx(3, records[3]) if indexed else writer.write(records[3])
+    writer.close()
+    assert rec.read_bytes() == b"".join(frame(r) for r in records)
+    if indexed:
+        offsets = np.cumsum([0] + [len(frame(r)) for r in records[:3]])
+        assert idx.read_text() == "".join(f"{k}\t{o}\n" for k, o in enumerate(offsets))
+
+
+def test_idx_lines_written_in_batches(tmp_path):
+    idx, rec = tmp_path / "many.idx", tmp_path / "many.rec"
+    writer = recordio.MXIndexedRecordIO(str(idx), str(rec), "w")
+    for key in range(10000):
+        writer.write_idx(key, b"abcd")
+    writer.close()
+    assert idx.read_text() == "".join(f"{k}\t{12 * k}\n" for k in range(10000))
+    reader = recordio.MXIndexedRecordIO(str(idx), str(rec), "r")
+    assert reader.read_idx(9999) == b"abcd"
 
 
 # ---- pickling ---------------------------------------------------------------------

@@ -71,9 +71,15 @@ class MXRecordIO:
         if not self.is_open:
             return
         self.is_open = False
-        self.pid = None
         handle, self.handle = self.handle, None
-        handle.close()
+        inherited = self.pid != current_process().pid
+        self.pid = None
+        if self.writable and inherited:
+            # A copy made by fork: what it holds unwritten is the opening process's
+            # to write, and writing it here too would repeat those records.
+            handle.abandon()
+        else:
+            handle.close()
 
     def reset(self):
         """Back to the first record; for a writer this truncates the file to empty."""
@@ -111,9 +117,9 @@ class MXRecordIO:
             self.open()
 
     def _check_pid(self, allow_reset):
-        """A handle opened by another process (inherited across fork) shares its file
-        position with that process: reopened where the caller moves to a place of its
-        own (seek), refused where it would continue from the other process's place."""
+        """A handle opened by another process (inherited across fork) carries that
+        process's place in the file: reopened where the caller moves to a place of its
+        own (seek), refused where it would go on from the other process's place."""
         if self.pid == current_process().pid:
             return
         if allow_reset:
@@ -167,20 +173,30 @@ class MXIndexedRecordIO(MXRecordIO):
         self.keys = []
         self.key_type = key_type
         self.fidx = None
+        # The .idx lines not yet written: kept here rather than in a buffered file so
+        # that a copy of the object made by fork can drop them (see close()).
+        self._idx_lines = []
         super().__init__(uri, flag)
 
     def open(self):
         super().open()
         self.idx = {}
         self.keys = []
+        self._idx_lines = []
         try:
             if self.writable:
-                self.fidx = open(self.idx_path, "w", encoding="utf-8")
+                self.fidx = open(self.idx_path, "wb", buffering=0)
             else:
                 self._read_index()
         except BaseException:
             super().close()
             raise
+
+    def _write_idx_lines(self, fidx):
+        lines, self._idx_lines = self._idx_lines, []
+        left = memoryview("".join(lines).encode("utf-8"))
+        while left:  # an unbuffered file may take part of it
+            left = left[fidx.write(left):]
 
     def _read_index(self):
         """Parses the .idx as MXNet's reader does (key, whitespace, offset), and also
@@ -216,16 +232,23 @@ class MXIndexedRecordIO(MXRecordIO):
     def close(self):
         if not self.is_open:
             return
+        inherited = self.pid != current_process().pid
         try:
             super().close()
         finally:
             if self.fidx is not None:
                 fidx, self.fidx = self.fidx, None
-                fidx.close()
+                try:
+                    if not inherited:
+                        self._write_idx_lines(fidx)
+                finally:
+                    self._idx_lines = []
+                    fidx.close()
 
     def __getstate__(self):
         state = super().__getstate__()
         state["fidx"] = None
+        state["_idx_lines"] = []
         return state
 
     def _offset(self, idx):
@@ -260,7 +283,9 @@ class MXIndexedRecordIO(MXRecordIO):
                              f"(at offset {self.idx[key]})")
         offset = self.tell()
         self.write(buf)
-        self.fidx.write(f"{key}\t{offset}\n")
+        self._idx_lines.append(f"{key}\t{offset}\n")
+        if len(self._idx_lines) >= 4096:
+            self._write_idx_lines(self.fidx)
         self.idx[key] = offset
         self.keys.append(key)
 
