@@ -51,5 +51,6 @@ void bind_shared_buffer(pybind11::module_& m);
 void bind_collectives(pybind11::module_& m);
 void bind_host_buffers(pybind11::module_& m);
 void bind_kvstore(pybind11::module_& m);
+void bind_recordio(pybind11::module_& m);
 
 }  // namespace herd::python

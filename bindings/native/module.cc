@@ -50,4 +50,5 @@ PYBIND11_MODULE(_native, m) {
   herd::python::bind_host_buffers(m);
   herd::python::bind_shared_buffer(m);
   herd::python::bind_kvstore(m);
+  herd::python::bind_recordio(m);
 }

@@ -46,6 +46,13 @@ kv.init(0, np.zeros(3, np.float32))
 pushed = np.full(3, rank + 1, np.float32)
 kv.pushpull(0, pushed)
 assert pushed.tolist() == [size * (size + 1) / 2] * 3, pushed
+from herd import recordio  # the data library, loaded from the package too
+path = os.path.join(os.environ["VENV"], f"check.{rank}.rec")
+writer = recordio.MXRecordIO(path, "w")
+writer.write(recordio.pack(recordio.IRHeader(0, float(rank), rank, 0), b"pixels"))
+writer.close()
+header, rest = recordio.unpack(recordio.MXRecordIO(path, "r").read())
+assert (header.label, header.id, rest) == (rank, rank, b"pixels"), (header, rest)
 print(f"rank {rank}: installed herd works ({hvd.__file__})")
 hvd.shutdown()
 PY

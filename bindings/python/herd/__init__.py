@@ -3,8 +3,9 @@
 The top level holds what every front end shares: start and stop, the job's
 shape, reduction operators and process sets. The collectives live in the front
 ends: ``herd.numpy`` for NumPy arrays and ``herd.torch`` for torch tensors (a
-drop-in for ``horovod.torch``); ``herd.kvstore`` is MXNet's KVStore on either.
-docs/python.md describes them.
+drop-in for ``horovod.torch``); ``herd.kvstore`` is MXNet's KVStore on either,
+and ``herd.recordio`` MXNet's RecordIO files (``mxnet.recordio``). docs/python.md
+describes them.
 """
 
 from herd._native import Error, InvalidArgumentError, UnsupportedError
