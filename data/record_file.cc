@@ -1,0 +1,152 @@
+// RecordFile: a .rec file read at any offset with pread, so that several
+// threads share one descriptor and no read depends on another's position.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "data/framing.h"
+#include "herd/data/recordio.h"
+#include "herd/error.h"
+
+namespace herd::data {
+namespace detail {
+
+int open_for_reading(const std::string& path, uint64_t* size) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    throw Error("RecordIO file '" + path + "' cannot be opened: " + std::strerror(errno));
+  }
+  struct stat info {};
+  if (::fstat(fd, &info) != 0) {
+    const int error = errno;
+    ::close(fd);
+    throw Error("RecordIO file '" + path + "' cannot be read: " + std::strerror(error));
+  }
+  if (!S_ISREG(info.st_mode)) {
+    ::close(fd);
+    throw Error("RecordIO file '" + path + "' cannot be read: not a regular file");
+  }
+  *size = static_cast<uint64_t>(info.st_size);
+  return fd;
+}
+
+std::size_t read_fully(int fd, void* buffer, std::size_t size, uint64_t offset,
+                       const std::string& path) {
+  auto* into = static_cast<uint8_t*>(buffer);
+  std::size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::pread(fd, into + done, size - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      throw_framing_error(
+          path, offset + done,
+          "reading " + std::to_string(size - done) + " bytes failed: " + std::strerror(errno));
+    }
+    if (n == 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  return done;
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::kPartHeaderSize;
+
+// seek_record_head reads this many bytes at a time.
+constexpr std::size_t kScanChunk = std::size_t{64} << 10;
+
+}  // namespace
+
+RecordFile::RecordFile(const std::string& path) : path_(path) {
+  fd_ = detail::open_for_reading(path, &size_);
+}
+
+RecordFile::~RecordFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+RecordFile::RecordFile(RecordFile&& other) noexcept
+    : path_(std::move(other.path_)), fd_(std::exchange(other.fd_, -1)), size_(other.size_) {}
+
+RecordFile& RecordFile::operator=(RecordFile&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    path_ = std::move(other.path_);
+    fd_ = std::exchange(other.fd_, -1);
+    size_ = other.size_;
+  }
+  return *this;
+}
+
+uint64_t RecordFile::read_at(uint64_t offset, std::vector<uint8_t>* record) const {
+  detail::check_head_offset(path_, offset, size_);
+  if (offset == size_) {
+    detail::throw_framing_error(
+        path_, offset,
+        "the end of the file: no record head there (file size " + std::to_string(size_) + ")");
+  }
+  uint64_t position = offset;
+  int previous_cflag = -1;
+  for (;;) {
+    uint8_t header[kPartHeaderSize];
+    const uint64_t available = std::min<uint64_t>(size_ - position, kPartHeaderSize);
+    if (detail::read_fully(fd_, header, available, position, path_) < kPartHeaderSize) {
+      detail::throw_truncated_header(path_, position, available, size_);
+    }
+    const detail::PartHeader part =
+        detail::parse_part_header(header, previous_cflag, path_, position, size_);
+    // A first part resizes the vector from what it held: no bytes are zeroed
+    // when it held a record at least as long.
+    const std::size_t at = previous_cflag < 0 ? 0 : record->size();
+    record->resize(at + part.length);
+    if (detail::read_fully(fd_, record->data() + at, part.length, position + kPartHeaderSize,
+                           path_) < part.length) {
+      detail::throw_framing_error(path_, position,
+                                  "truncated: the file ended while the part was read (it shrank "
+                                  "after it was opened)");
+    }
+    position += part.span();
+    if (!part.continues()) return position;
+    record->insert(record->end(), std::begin(detail::kMagicBytes), std::end(detail::kMagicBytes));
+    previous_cflag = static_cast<int>(part.cflag);
+  }
+}
+
+bool RecordFile::is_record_head(uint64_t offset) const {
+  if (offset % 4 != 0 || offset > size_ || size_ - offset < kPartHeaderSize) return false;
+  uint8_t header[kPartHeaderSize];
+  if (detail::read_fully(fd_, header, kPartHeaderSize, offset, path_) < kPartHeaderSize) {
+    return false;
+  }
+  return detail::is_head(header);
+}
+
+uint64_t RecordFile::seek_record_head(uint64_t offset) const {
+  if (offset >= size_) return size_;
+  uint64_t position = (offset + 3) & ~uint64_t{3};
+  std::vector<uint8_t> chunk(kScanChunk);
+  // A head is a magic word and the lrec after it: each chunk is checked at
+  // the aligned words whose lrec it also holds, and the next chunk starts at
+  // the first word left unchecked.
+  while (position <= size_ && size_ - position >= kPartHeaderSize) {
+    const std::size_t length =
+        static_cast<std::size_t>(std::min<uint64_t>(size_ - position, kScanChunk));
+    const std::size_t read = detail::read_fully(fd_, chunk.data(), length, position, path_);
+    if (read < kPartHeaderSize) break;
+    std::size_t i = 0;
+    for (; i + kPartHeaderSize <= read; i += 4) {
+      if (detail::is_head(chunk.data() + i)) return position + i;
+    }
+    position += i;
+  }
+  return size_;
+}
+
+}  // namespace herd::data
