@@ -14,6 +14,7 @@
 #   bin/herd-bench                the benchmark, when benchmarks are built
 #   bin/herdrun                   the launcher
 #   bin/herd-timeline             merges per-rank timelines, the straggler report
+#   bin/herd-rec                  packs, checks and unpacks RecordIO files
 #   libexec/herd/allreduce_demo   the demo, when examples are built (kept out
 #                                 of bin/: it is an example, not a tool)
 # herd's static layers (herd_core, herd_collectives, herd_ops, herd_common) are
@@ -63,6 +64,9 @@ endif()
 install(TARGETS herdrun RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 if(TARGET herd-timeline)
   herd_install_program(herd-timeline ${CMAKE_INSTALL_BINDIR})
+endif()
+if(TARGET herd-rec)
+  herd_install_program(herd-rec ${CMAKE_INSTALL_BINDIR})
 endif()
 if(TARGET allreduce_demo)
   herd_install_program(allreduce_demo ${HERD_INSTALL_EXAMPLESDIR})

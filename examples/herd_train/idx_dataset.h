@@ -5,11 +5,12 @@
 //   images: magic 2051 (0x00000803), count, rows, cols, then count*rows*cols pixels
 //   labels: magic 2049 (0x00000801), count, then count labels
 // The Debian package dataset-fashion-mnist installs the four files gzip-compressed
-// under /usr/share/datasets/fashion-mnist; the loader reads plain and .gz files
-// alike (zlib), checks the magic numbers, the dimensions, that the
-// (decompressed) size is exactly header + data, that images and labels agree
-// in count and that every label is a class 0..9, and throws herd::Error naming
-// the file otherwise. Pixels become float32 in [0, 1] (byte / 255).
+// under /usr/share/datasets/fashion-mnist. herd::data (herd/data/idx_file.h)
+// reads plain and .gz files alike and checks the magic numbers, the
+// dimensions and that the (decompressed) size is exactly header + data; the
+// loader checks that images and labels agree in count and that every label is
+// a class 0..9, and throws herd::Error naming the file otherwise. Pixels
+// become float32 in [0, 1] (byte / 255).
 //
 // Plain functions of their arguments: no global state, safe to call from any
 // thread. Nothing here reads the environment; the program passes the

@@ -18,6 +18,16 @@ struct IdxArray {
   std::vector<uint8_t> data;   // row-major, product(dims) bytes
 };
 
-IdxArray read_idx_file(const std::string& path);
+// `dimensions` > 0 requires that many (the magic 0x000008NN with NN =
+// dimensions: 3 for images, 1 for labels); 0 takes any number from 1 on.
+IdxArray read_idx_file(const std::string& path, int dimensions = 0);
+
+// The two steps of read_idx_file, for callers that add checks of their own
+// around them. The whole content of `path`, gunzipped when it is
+// gzip-compressed (a plain file passes through):
+std::vector<uint8_t> read_idx_bytes(const std::string& path);
+// and an IDX file's content parsed and checked; `name` (the file's path)
+// begins every error message.
+IdxArray parse_idx(const std::vector<uint8_t>& bytes, const std::string& name, int dimensions = 0);
 
 }  // namespace herd::data
