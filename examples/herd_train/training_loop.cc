@@ -147,7 +147,7 @@ int64_t metadata_integer(const herd::Checkpoint& ck, const std::string& path, co
 // Every rank's message (empty: no failure) to every rank, so that a failure
 // found by some ranks (a bad record in their part of a file) ends every
 // rank with the same text. Throws herd::Error with the failures when any
-// rank has one: "rank R: message" each, or the message alone when every
+// rank has one: "on rank R: message" each, or the message alone when every
 // rank failed alike.
 void share_failures(const std::string& name, const std::string& message) {
   const int ranks = herd::size();
@@ -177,8 +177,8 @@ void share_failures(const std::string& name, const std::string& message) {
   if (alike) throw herd::Error(failures.front().second);
   std::string all;
   for (const auto& [r, text_of_rank] : failures) {
-    all +=
-        (all.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + ": " + text_of_rank;
+    all += (all.empty() ? "" : "; ") + std::string("on rank ") + std::to_string(r) + ": " +
+           text_of_rank;
   }
   throw herd::Error(all);
 }
