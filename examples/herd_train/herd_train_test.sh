@@ -68,9 +68,12 @@
 #                    range (without them: parts of equal-size records split
 #                    at the same record); for 30 steps of 2 epochs, and one
 #                    whole epoch whose parts end in a padded batch
-#       rec_errors   2 ranks, small .rec files written here (no dataset
+#       rec_small    2 ranks, small .rec files written here (no dataset
 #                    needed): by index and by byte range, 3 ranks too, the
-#                    same checksum; each bad input ends the job with its
+#                    same checksum; a run resumed from a checkpoint at an
+#                    epoch's end, and one relaunched after a kill within an
+#                    epoch, end with the uninterrupted checksum; each bad
+#                    input ends the job with its
 #                    message on every rank: a record of another size, a
 #                    label that is no class, a record too short for its
 #                    header, broken framing, an .idx offset that is no
@@ -455,7 +458,7 @@ case "$mode" in
     rec_vs_idx --epochs 1 --batch-size 128 --print-checksum --seed 3 --data-threads 2
     grep -q "  235 steps per epoch" "$work/out" || fail "not 235 steps per epoch"
     ;;
-  rec_errors)
+  rec_small)
     common=(--epochs 1 --print-checksum --seed 5 --hidden 8 --batch-size 4)
     # 41 records of 16 pixels: parts 21 and 20 both ways (3 ranks: 14, 14, 13).
     make_rec "$work/a.rec" 41 16 idx=1
@@ -472,6 +475,27 @@ case "$mode" in
       echo "$ranks ranks: by index $sum, by byte range $indexed"
       [[ "$sum" == "$indexed" ]] || fail "$ranks ranks: by byte range $sum != by index $indexed"
     done
+    # Resumed at the end of epoch 1, and relaunched after a kill in epoch 2
+    # (6 steps per epoch; the commit after update 8 is 2 batches into it).
+    data=(--data "$work/a.rec" --val-data "$work/v.rec" --lr-schedule constant)
+    run_ok 2 "${data[@]}" "${common[@]:2}" --epochs 2
+    whole="$sum"
+    run_ok 2 "${data[@]}" "${common[@]:2}" --epochs 1 --checkpoint "$work/ckpt"
+    [[ "$sum" != "$whole" ]] || fail ".rec: the second epoch changed nothing"
+    run_ok 2 "${data[@]}" "${common[@]:2}" --epochs 2 --checkpoint "$work/ckpt" --resume
+    echo ".rec resumed after epoch 1: $sum, uninterrupted: $whole"
+    [[ "$sum" == "$whole" ]] || fail ".rec resumed: checksum $sum != uninterrupted $whole"
+    rm -f "$work/ckpt"
+    restart=("${data[@]}" "${common[@]:2}" --epochs 2 --checkpoint "$work/ckpt" --commit-every 2
+             --kill-rank 1 --kill-at-step 9)
+    HERD_RESTART_COUNT=0 run 2 "${restart[@]}"
+    [[ $rc -ne 0 ]] || fail ".rec: launch 0 with --kill-at-step 9 exited 0"
+    HERD_RESTART_COUNT=1 run_ok 2 "${restart[@]}"
+    grep -q "resumed from .* at epoch 2, batch 2 (step 8," "$work/out" ||
+      fail ".rec: launch 1 did not resume at epoch 2, batch 2"
+    echo ".rec relaunched after a kill at step 9: $sum, uninterrupted: $whole"
+    [[ "$sum" == "$whole" ]] || fail ".rec relaunched: checksum $sum != uninterrupted $whole"
+
     # Without --val-data there is no accuracy.
     run_ok 2 --data "$work/a.rec" "${common[@]}"
     grep -Eq '^ +1 +[0-9.]+ +- +[0-9]+ ' "$work/out" || fail "no epoch line without accuracy"
