@@ -100,7 +100,9 @@ RecordReader::RecordReader(const std::string& path) : state_(new State) {
   }
   // The kernel's read-ahead grows for a file read front to back.
   ::posix_fadvise(state_->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-  state_->buffer.resize(kBufferSize);
+  // No larger than the file: opening a small file stays cheap.
+  state_->buffer.resize(static_cast<std::size_t>(
+      std::max<uint64_t>(std::min<uint64_t>(state_->size, kBufferSize), kPartHeaderSize)));
 }
 
 RecordReader::RecordReader(const std::string& path, uint64_t begin, uint64_t end)

@@ -192,6 +192,12 @@ uint64_t RecordWriter::write(const void* data, std::size_t size) {
                 ErrorKind::kInvalidArgument);
   }
   const uint64_t offset = tell();
+  if (size > kMaxRecordLength) {
+    throw Error("RecordIO file '" + state_->path + "' at byte " + std::to_string(offset) +
+                    ": a record of " + std::to_string(size) + " bytes is longer than the " +
+                    std::to_string(kMaxRecordLength) + " bytes a part's length field holds",
+                ErrorKind::kInvalidArgument);
+  }
   state_->escaped += append_record(&state_->buffer, data, size);
   if (state_->buffer.size() >= State::kFlushSize) flush();
   return offset;

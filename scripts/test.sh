@@ -89,14 +89,16 @@ run_stage "main build and tests" main_suite "$@" || ctest_status=$?
 # The sanitizers' tests: every unit test (the collectives' without their
 # widest sweeps, tests/CMakeLists.txt), and the multi-rank runs through the
 # whole runtime (negotiation, fusion, errors, shutdown) at 2 ranks.
-asan_tests='^(test_(common|ops|collectives_short|core|train|api|fuzz_message|fuzz_checkpoint)|(allreduce|grouped|errors|shutdown)_np2)$'
-asan_targets=(test_common test_ops test_collectives test_core test_train test_api
-  test_fuzz_message test_fuzz_checkpoint test_allreduce test_grouped test_errors test_shutdown)
+asan_tests='^(test_(common|ops|collectives_short|core|train|api|data|fuzz_message|fuzz_checkpoint|fuzz_recordio)|(allreduce|grouped|errors|shutdown)_np2)$'
+asan_targets=(test_common test_ops test_collectives test_core test_train test_api test_data
+  test_fuzz_message test_fuzz_checkpoint test_fuzz_recordio test_allreduce test_grouped test_errors
+  test_shutdown)
 # The threaded tests that run in one process: the background loop and the
 # control channel over in-process ranks (test_core), the collectives over the
-# in-process and shared-memory transports (test_collectives).
-tsan_tests='^test_(core|collectives_short)$'
-tsan_targets=(test_core test_collectives)
+# in-process and shared-memory transports (test_collectives), the RecordIO
+# prefetcher's workers and one file read by several threads (test_data).
+tsan_tests='^test_(core|collectives_short|data)$'
+tsan_targets=(test_core test_collectives test_data)
 
 sanitizers_ok=1
 if [[ "${HERD_TEST_SANITIZERS:-1}" == "0" && "${CI:-}" != "true" ]]; then

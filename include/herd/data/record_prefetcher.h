@@ -20,7 +20,8 @@ namespace herd::data {
 class RecordPrefetcher {
  public:
   // Records shard.records()[order[k]] for k = 0, 1, ...; throws herd::Error
-  // for threads < 1, capacity < 1 or an index outside the shard.
+  // for threads < 1, capacity < 1 or an index outside the shard. `shard`
+  // must outlive the prefetcher.
   RecordPrefetcher(const RecordShard& shard, std::vector<std::size_t> order, int threads,
                    std::size_t capacity);
   ~RecordPrefetcher();

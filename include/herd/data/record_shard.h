@@ -33,6 +33,14 @@ struct RecordLocation {
   uint64_t offset = 0;
 };
 
+// A stretch of one file holding whole records: their heads lie in
+// [begin, end), and `end` is the head after the last (or the file's size).
+struct FileByteRange {
+  uint32_t file = 0;
+  uint64_t begin = 0;
+  uint64_t end = 0;
+};
+
 // Part `part_index`'s nominal byte range [first, second) of a `total`-byte
 // stream, before its ends move to record heads. Throws herd::Error unless
 // 0 <= part_index < num_parts.
@@ -58,6 +66,10 @@ class RecordShard {
   // the part's framing when the shard is made.
   const std::vector<RecordLocation>& records() const { return records_; }
   std::size_t size() const { return records_.size(); }
+  // By byte range, the same records as one range per file the part holds
+  // records of, in file order: a sequential pass reads them with
+  // RecordReader(files()[r.file].path(), r.begin, r.end). Empty by index.
+  const std::vector<FileByteRange>& byte_ranges() const { return byte_ranges_; }
   const std::vector<RecordFile>& files() const { return files_; }
 
   // Reads one record (thread-safe: pread).
@@ -73,6 +85,7 @@ class RecordShard {
   int num_parts_ = 1;
   std::vector<RecordFile> files_;
   std::vector<RecordLocation> records_;
+  std::vector<FileByteRange> byte_ranges_;
 };
 
 }  // namespace herd::data

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -324,6 +325,41 @@ TEST_CASE("Records longer than the reader's buffer and across its edges", "[data
   CHECK(offset == file.size());
 }
 
+TEST_CASE("Threads read one RecordFile at once", "[data][recordio]") {
+  RecordTempDir dir;
+  const std::string path = dir.file("shared.rec");
+  std::mt19937 random(19);
+  std::vector<std::vector<uint8_t>> records;
+  std::vector<uint64_t> offsets;
+  {
+    RecordWriter writer(path);
+    // 499 is prime: each thread's order below is a permutation.
+    for (int i = 0; i < 499; ++i) {
+      std::vector<uint8_t> record = random_bytes(random, random() % 3000);
+      if (record.size() >= 8 && i % 3 == 0) std::copy(kMagic.begin(), kMagic.end(), record.begin());
+      offsets.push_back(writer.write(record));
+      records.push_back(record);
+    }
+    writer.close();
+  }
+  const RecordFile file(path);
+  std::vector<int> mismatches(4, 0);
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < mismatches.size(); ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<uint8_t> record;
+      // Each thread in another order, so that reads interleave.
+      for (std::size_t k = 0; k < records.size(); ++k) {
+        const std::size_t i = (k * (2 * t + 1) + t * 97) % records.size();
+        file.read_at(offsets[i], &record);
+        if (record != records[i]) ++mismatches[t];
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  CHECK(mismatches == std::vector<int>(4, 0));
+}
+
 TEST_CASE("RecordReader's [begin, end) reads the records whose heads lie in it",
           "[data][recordio]") {
   RecordTempDir dir;
@@ -533,8 +569,15 @@ TEST_CASE("Writes after close and records too long are refused", "[data][recordi
   writer.close();  // closing twice is harmless
   CHECK_THROWS_WITH(writer.write(bytes_of("x")),
                     "RecordIO file '" + path + "': written to after close()");
-  std::vector<uint8_t> out;
   const uint8_t byte = 0;
+  RecordWriter open_writer(path);
+  open_writer.write(bytes_of("abc"));
+  CHECK_THROWS_WITH(open_writer.write(&byte, kMaxRecordLength + 1),
+                    "RecordIO file '" + path +
+                        "' at byte 12: a record of 536870912 bytes is longer than the 536870911 "
+                        "bytes a part's length field holds");
+  CHECK(open_writer.tell() == 12);
+  std::vector<uint8_t> out;
   // The length is refused before any byte is read.
   CHECK_THROWS_WITH(append_record(&out, &byte, kMaxRecordLength + 1),
                     "RecordIO: a record of 536870912 bytes is longer than the 536870911 bytes a "
