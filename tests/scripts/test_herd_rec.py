@@ -240,6 +240,230 @@ def test_pack_lst_refuses_a_bad_line_naming_it(tmp_path, line, message):
     assert str(lst) + " " + message in result.stderr
     if "missing" in line:
         assert str(tmp_path / "missing.bin") in result.stderr
+    # Nothing is left behind: a bad line stops pack before it writes, an unreadable file
+    # removes what it began.
+    assert not os.path.exists(tmp_path / "out.rec")
+    assert not os.path.exists(tmp_path / "out.idx")
+
+
+# --- info ----------------------------------------------------------------------------------------
+
+def test_info_counts_records_splits_payloads_and_labels(tmp_path):
+    write(tmp_path / "images", idx_file([5, 3, 4], b"".join(IMAGES)))
+    write(tmp_path / "labels", idx_file([5], bytes([3, 9, 3, 3, 0])))
+    assert herd_rec("pack", "--idx-images", tmp_path / "images", "--idx-labels",
+                    tmp_path / "labels", "-o", tmp_path / "a.rec").returncode == 0
+    result = herd_rec("info", tmp_path / "a.rec")
+    assert result.returncode == 0, result.stderr
+    # 5 records of 24 + 12 bytes; image 1's two aligned magic words split its record.
+    size = len(read(tmp_path / "a.rec"))
+    assert size == 4 * (8 + 36) + (8 + 24) + (8 + 4) + 8
+    assert result.stdout == (
+        "file: %s\n" % (tmp_path / "a.rec") +
+        "bytes: %d\n" % size +
+        "records: 5\n"
+        "split records: 1 (2 magic words escaped)\n"
+        "payload bytes: 60 (min 12, max 12, mean 12.0)\n"
+        "label 0: 1\n"
+        "label 3: 3\n"
+        "label 9: 1\n")
+
+
+def test_info_lists_several_labels_by_count_and_raw_records_whole(tmp_path):
+    records = [image_record(0.5, 1, b"x" * 10), image_record(0, 2, b"", [1.0, 2.0, 3.0]),
+               image_record(0, 3, b"yy", [4.0, 5.0, 6.0]), image_record(0, 4, b"z", [7.0, 8.0]),
+               image_record(float("nan"), 5, MAGIC * 2)]
+    write(tmp_path / "m.rec", b"".join(frame(r) for r in records))
+    result = herd_rec("info", tmp_path / "m.rec")
+    assert result.returncode == 0, result.stderr
+    sizes = [10, 0, 2, 1, 8]
+    assert result.stdout.split("\n")[3:] == [
+        "split records: 1 (2 magic words escaped)",
+        "payload bytes: 21 (min 0, max 10, mean 4.2)",
+        "label 0.5: 1",
+        "label nan: 1",
+        "labels per record 2: 1",
+        "labels per record 3: 2",
+        ""]
+    assert sum(sizes) == 21
+    raw = herd_rec("info", "--raw", tmp_path / "m.rec")
+    assert raw.returncode == 0, raw.stderr
+    lengths = [len(r) for r in records]
+    assert raw.stdout.split("\n")[2:] == [
+        "records: 5",
+        "split records: 1 (2 magic words escaped)",
+        "record bytes: %d (min %d, max %d, mean %.1f)" % (
+            sum(lengths), min(lengths), max(lengths), sum(lengths) / 5),
+        ""]
+
+
+def test_info_without_image_headers_needs_raw(tmp_path):
+    write(tmp_path / "raw.rec", frame(b"\x00" * 24) + frame(b"short"))
+    result = herd_rec("info", tmp_path / "raw.rec")
+    assert result.returncode == 1
+    assert "record at byte 32" in result.stderr and "--raw" in result.stderr
+    result = herd_rec("info", "--raw", tmp_path / "raw.rec")
+    assert result.returncode == 0
+    assert "records: 2\n" in result.stdout
+    assert "record bytes: 29 (min 5, max 24, mean 14.5)\n" in result.stdout
+    empty = herd_rec("info", write(tmp_path / "empty.rec", b""))
+    assert empty.returncode == 0
+    assert "records: 0\n" in empty.stdout and "payload bytes: 0\n" in empty.stdout
+
+
+# --- verify ---------------------------------------------------------------------------------------
+
+RAW_RECORDS = [b"abc", MAGIC + b"wxyz" + MAGIC + b"q", b"", b"0123456789"]
+
+
+def raw_file():
+    frames = [frame(r) for r in RAW_RECORDS]
+    heads = [sum(len(f) for f in frames[:i]) for i in range(len(frames))]
+    return b"".join(frames), heads
+
+
+def lrec(cflag, length):
+    return struct.pack("<I", (cflag << 29) | length)
+
+
+def test_verify_counts_a_good_file_and_checks_its_idx(tmp_path):
+    good, heads = raw_file()
+    rec = write(tmp_path / "good.rec", good)
+    result = herd_rec("verify", rec)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "%s: OK, 4 records (1 split), %d bytes\n" % (rec, len(good))
+    idx = write(tmp_path / "good.idx", "".join(
+        "%d\t%d\n" % (key, head) for key, head in zip([10, 3, 7, 1], heads)).encode())
+    result = herd_rec("verify", rec, "--idx", idx)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.endswith("%s: OK, 4 offsets, each a record's head\n" % idx)
+    empty = herd_rec("verify", write(tmp_path / "empty.rec", b""))
+    assert empty.returncode == 0
+    assert "OK, 0 records (0 split), 0 bytes" in empty.stdout
+
+
+# Each corruption of the file of RAW_RECORDS (heads at 0, 12, 44, 52; 72 bytes) and the offset
+# of the part at fault: head 1 is a split record, its middle part at byte 20.
+def corruptions():
+    good, heads = raw_file()
+    assert heads == [0, 12, 44, 52] and len(good) == 72
+
+    def put(offset, data):
+        return good[:offset] + data + good[offset + len(data):]
+
+    return [
+        ("cut in a part header", good[:heads[2] + 5], heads[2], "truncated"),
+        ("cut in a part's data", good[:heads[3] + 11], heads[3], "past the end"),
+        ("a length past the end", put(heads[3] + 4, lrec(0, (1 << 29) - 1)), heads[3],
+         "past the end"),
+        ("another word for the magic", put(heads[1], b"XXXX"), heads[1], "magic"),
+        ("a split record's part broken", put(heads[1] + 8, b"XXXX"), heads[1] + 8, "magic"),
+        ("a first part marked whole", put(heads[1] + 4, lrec(0, 0)), heads[1] + 8, "cflag 2"),
+        ("a last part alone", put(heads[2] + 4, lrec(3, 0)), heads[2], "cflag 3"),
+        ("a whole part inside a split record", put(heads[1] + 12, lrec(0, 4)), heads[1] + 8,
+         "out of order"),
+        ("3 bytes after the last record", good + b"abc", len(good), "truncated"),
+        ("8 zero bytes after the last record", good + bytes(8), len(good), "magic"),
+    ]
+
+
+@pytest.mark.parametrize("name, data, offset, why", corruptions(),
+                         ids=[c[0] for c in corruptions()])
+def test_verify_names_the_first_bad_offset(tmp_path, name, data, offset, why):
+    rec = write(tmp_path / "bad.rec", data)
+    result = herd_rec("verify", rec)
+    assert result.returncode == 1, result.stdout
+    assert result.stdout == ""
+    assert str(rec) in result.stderr
+    assert "at byte %d:" % offset in result.stderr
+    assert why in result.stderr
+
+
+@pytest.mark.parametrize("idx, message", [
+    ("0\t0\n1\t16\n", "key 1's offset 16 is not a record head of {rec} (the record around "
+                        "it begins at byte 12)"),
+    ("0\t0\n5\t20\n", "key 5's offset 20 is not a record head"),
+    ("0\t0\n9\t72\n", "key 9's offset 72 is past the end of {rec} (72 bytes)"),
+    ("0\t0\n1\t12 extra\n", "line 2"),
+    ("0\t0\n\n0\t12\n", "line 3"),
+])
+def test_verify_idx_names_the_bad_entry(tmp_path, idx, message):
+    good, _ = raw_file()
+    rec = write(tmp_path / "good.rec", good)
+    idx_path = write(tmp_path / "bad.idx", idx.encode())
+    result = herd_rec("verify", rec, "--idx", idx_path)
+    assert result.returncode == 1, result.stdout
+    assert str(idx_path) in result.stderr
+    assert message.format(rec=rec) in result.stderr
+
+
+# --- unpack ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("pack_label", [False, True])
+def test_pack_lst_unpack_pack_gives_the_same_file(tmp_path, pack_label):
+    images, payloads, lines, text = make_lst_tree(tmp_path)
+    lst = write(images / "list.lst", text.encode())
+    flag = ["--pack-label"] if pack_label else []
+    assert herd_rec("pack", "--lst", lst, *flag, "-o", tmp_path / "first.rec").returncode == 0
+    result = herd_rec("unpack", tmp_path / "first.rec", "-o", tmp_path / "out" / "dir")
+    assert result.returncode == 0, result.stderr
+    out = tmp_path / "out" / "dir"
+    names = ["00000000.jpg", "00000001.png", "00000002.bin", "00000003.bin"]
+    assert sorted(os.listdir(out)) == names + ["first.lst"]
+    for name, (_, _, path) in zip(names, lines):
+        assert read(out / name) == payloads[path]
+    expected_lst = "".join(
+        "%d\t%s\t%s\n" % (index, "\t".join("%.9g" % x for x in
+                                          (labels if pack_label and len(labels) > 1
+                                           else labels[:1])), name)
+        for (index, labels, _), name in zip(lines, names))
+    assert read(out / "first.lst").decode() == expected_lst
+    assert herd_rec("pack", "--lst", out / "first.lst", *flag,
+                    "-o", tmp_path / "second.rec").returncode == 0
+    assert read(tmp_path / "second.rec") == read(tmp_path / "first.rec")
+    assert read(tmp_path / "second.idx") == read(tmp_path / "first.idx")
+
+
+def test_unpack_of_an_idx_pack_packs_back_the_same(tmp_path):
+    write(tmp_path / "images", idx_file([5, 3, 4], b"".join(IMAGES)))
+    write(tmp_path / "labels", idx_file([5], LABELS))
+    assert herd_rec("pack", "--idx-images", tmp_path / "images", "--idx-labels",
+                    tmp_path / "labels", "-o", tmp_path / "a.rec").returncode == 0
+    assert herd_rec("unpack", tmp_path / "a.rec", "-o", tmp_path / "u").returncode == 0
+    for i in range(5):
+        assert read(tmp_path / "u" / ("%08d.bin" % i)) == IMAGES[i]
+    assert herd_rec("pack", "--lst", tmp_path / "u" / "a.lst", "-o",
+                    tmp_path / "b.rec").returncode == 0
+    assert read(tmp_path / "b.rec") == read(tmp_path / "a.rec")
+    assert read(tmp_path / "b.idx") == read(tmp_path / "a.idx")
+
+
+def test_unpack_raw_writes_whole_records(tmp_path):
+    good, _ = raw_file()
+    write(tmp_path / "r.rec", good)
+    result = herd_rec("unpack", "--raw", tmp_path / "r.rec", "-o", tmp_path / "u")
+    assert result.returncode == 0, result.stderr
+    assert "unpacked 4 records" in result.stdout
+    for i, record in enumerate(RAW_RECORDS):
+        assert read(tmp_path / "u" / ("%08d.bin" % i)) == record
+    assert read(tmp_path / "u" / "r.lst").decode() == "".join(
+        "%d\t0\t%08d.bin\n" % (i, i) for i in range(4))
+
+
+def test_unpack_stops_at_a_bad_record(tmp_path):
+    good, heads = raw_file()
+    write(tmp_path / "r.rec", good)
+    result = herd_rec("unpack", tmp_path / "r.rec", "-o", tmp_path / "u")
+    assert result.returncode == 1
+    assert "record at byte 0" in result.stderr and str(tmp_path / "r.rec") in result.stderr
+    write(tmp_path / "cut.rec", good[:heads[3] + 11])
+    result = herd_rec("unpack", "--raw", tmp_path / "cut.rec", "-o", tmp_path / "v")
+    assert result.returncode == 1
+    assert "at byte %d:" % heads[3] in result.stderr
+    write(tmp_path / "file", b"")
+    result = herd_rec("unpack", tmp_path / "r.rec", "-o", tmp_path / "file")
+    assert result.returncode == 1
+    assert str(tmp_path / "file") in result.stderr
 
 
 @pytest.mark.parametrize("args", [
@@ -251,6 +475,10 @@ def test_pack_lst_refuses_a_bad_line_naming_it(tmp_path, line, message):
     ["pack", "--lst", "x.lst", "--pack-label"],
     ["pack", "--idx-images", "i", "--idx-labels", "l", "--root", "r", "-o", "x.rec"],
     ["frobnicate"],
+    ["info"],
+    ["verify"],
+    ["verify", "a.rec", "b.rec"],
+    ["unpack", "a.rec"],
 ])
 def test_a_wrong_command_line_exits_2(tmp_path, args):
     result = herd_rec(*args, cwd=tmp_path)
@@ -261,5 +489,6 @@ def test_a_wrong_command_line_exits_2(tmp_path, args):
 def test_help_exits_0():
     result = herd_rec("--help")
     assert result.returncode == 0 and "pack" in result.stdout
-    result = herd_rec("pack", "--help")
-    assert result.returncode == 0 and "--idx-images" in result.stdout
+    for command in ("pack", "info", "verify", "unpack"):
+        result = herd_rec(command, "--help")
+        assert result.returncode == 0 and command in result.stdout

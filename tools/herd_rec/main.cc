@@ -3,6 +3,9 @@
 //
 //   herd-rec pack --idx-images F --idx-labels F -o OUT.rec
 //   herd-rec pack --lst LIST.lst [--root DIR] [--pack-label] -o OUT.rec
+//   herd-rec info FILE.rec [--raw]
+//   herd-rec verify FILE.rec [--idx FILE.idx]
+//   herd-rec unpack FILE.rec -o DIR [--raw]
 //
 // Exit status: 0 done, 1 a file is bad or cannot be read or written (the
 // message names it), 2 the command line is wrong.
@@ -13,7 +16,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include "tools/herd_rec/inspect.h"
 #include "tools/herd_rec/pack.h"
+#include "tools/herd_rec/unpack.h"
 
 namespace {
 
@@ -24,8 +29,8 @@ constexpr int kBadUsage = 2;
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "herd-rec: packs MXNet RecordIO files (.rec + .idx) from IDX files or an im2rec list "
-      "(docs/data.md)"};
+      "herd-rec: packs MXNet RecordIO files (.rec + .idx) from IDX files or an im2rec list, "
+      "prints, checks and unpacks them (docs/data.md)"};
   app.require_subcommand(1);
 
   std::string output;
@@ -54,6 +59,32 @@ int main(int argc, char** argv) {
   root_option->needs(lst_option);
   pack_label_option->needs(lst_option);
 
+  std::string rec;
+  bool info_raw = false;
+  CLI::App* info = app.add_subcommand(
+      "info", "print the records, bytes, split records, payload sizes and labels of a .rec");
+  info->add_option("file", rec, "the .rec")->required();
+  info->add_flag("--raw", info_raw, "records without image headers: no labels, whole records");
+
+  std::string idx;
+  CLI::App* verify = app.add_subcommand(
+      "verify",
+      "walk the framing of a .rec: exit 0 with its count, or 1 naming the first bad "
+      "byte offset");
+  verify->add_option("file", rec, "the .rec")->required();
+  verify->add_option("--idx", idx, "an .idx whose every offset must be a record's head");
+
+  std::string directory;
+  bool unpack_raw = false;
+  CLI::App* unpack = app.add_subcommand(
+      "unpack",
+      "write each record's payload as a file and a .lst that pack --lst turns back "
+      "into the same .rec");
+  unpack->add_option("file", rec, "the .rec")->required();
+  unpack->add_option("-o,--output", directory, "the directory to write (created when missing)")
+      ->required();
+  unpack->add_flag("--raw", unpack_raw, "records without image headers: whole records");
+
   try {
     app.parse(argc, argv);
     if (pack->parsed() && lst.empty() && idx_images.empty()) {
@@ -72,6 +103,20 @@ int main(int argc, char** argv) {
       std::printf("packed %" PRIu64 " records into %s (%" PRIu64 " bytes) and %s\n",
                   summary.records, summary.rec_path.c_str(), summary.bytes,
                   summary.idx_path.c_str());
+    } else if (info->parsed()) {
+      std::printf("%s", format_stats(collect_stats(rec, info_raw)).c_str());
+    } else if (verify->parsed()) {
+      const VerifySummary summary = herd::rec_tool::verify(rec, idx);
+      std::printf("%s: OK, %" PRIu64 " records (%" PRIu64 " split), %" PRIu64 " bytes\n",
+                  rec.c_str(), summary.records, summary.split_records, summary.bytes);
+      if (!idx.empty()) {
+        std::printf("%s: OK, %" PRIu64 " offsets, each a record's head\n", idx.c_str(),
+                    summary.indexed);
+      }
+    } else {
+      const UnpackSummary summary = herd::rec_tool::unpack(rec, directory, unpack_raw);
+      std::printf("unpacked %" PRIu64 " records into %s, listed in %s\n", summary.records,
+                  directory.c_str(), summary.lst_path.c_str());
     }
   } catch (const std::exception& error) {
     std::fprintf(stderr, "herd-rec: %s\n", error.what());

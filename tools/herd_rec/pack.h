@@ -1,6 +1,8 @@
 // herd-rec pack: a .rec and its .idx (key = index, offset of the record's
 // head) written by herd::data::IndexedRecordWriter, each record an image
 // record (IRHeader + payload) as MXNet's recordio.pack and im2rec make them.
+// Inputs are checked before the output is created; a failure while writing
+// removes the .rec and .idx begun.
 #pragma once
 
 #include <cstdint>

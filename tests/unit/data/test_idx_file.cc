@@ -17,6 +17,7 @@
 
 #include "herd/data/idx_file.h"
 #include "herd/error.h"
+#include "tests/unit/fuzz/byte_mutator.h"
 
 namespace herd::data {
 namespace {
@@ -160,6 +161,36 @@ TEST_CASE("dimensions whose product overflows are refused before any allocation"
   // A zero anywhere makes the product 0, however large the others.
   const IdxArray empty = parse_idx(idx_bytes(0x803, {0xffffffff, 0xffffffff, 0}, 0), "e");
   CHECK(empty.data.empty());
+}
+
+TEST_CASE("mutated IDX files either parse consistently or throw herd::Error", "[idx_file]") {
+  const uint64_t seed = 20261206;
+  herd::testing::ByteMutator mutator(seed);
+  const std::vector<std::vector<uint8_t>> valid = {idx_bytes(0x803, {3, 2, 4}, 24),
+                                                   idx_bytes(0x801, {10}, 10),
+                                                   idx_bytes(0x804, {1, 2, 1, 3}, 6)};
+  int parsed = 0;
+  for (int i = 0; i < 20000; ++i) {
+    const std::vector<uint8_t> bytes = mutator.mutate(valid[i % valid.size()]);
+    const int dimensions = int(mutator.below(5));
+    try {
+      const IdxArray array = parse_idx(bytes, "mutant", dimensions);
+      // What parsed must be what the header says, and the rest of the file.
+      uint64_t product = 1;
+      for (uint32_t dim : array.dims) product *= dim;
+      INFO("seed " << seed << ", mutant " << i);
+      REQUIRE(!array.dims.empty());
+      if (dimensions > 0) REQUIRE(array.dims.size() == std::size_t(dimensions));
+      REQUIRE(array.data.size() == product);
+      REQUIRE(bytes.size() == 4 + 4 * array.dims.size() + product);
+      ++parsed;
+    } catch (const herd::Error& e) {
+      INFO("seed " << seed << ", mutant " << i);
+      REQUIRE_THAT(e.what(), Catch::StartsWith("IDX file mutant: "));
+    }
+  }
+  // Some mutants (a changed pixel, a flipped dimension count) still parse.
+  CHECK(parsed > 0);
 }
 
 TEST_CASE("missing, unreadable and corrupt gzip files name the file", "[idx_file]") {
