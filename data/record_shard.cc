@@ -189,12 +189,13 @@ RecordShard RecordShard::by_byte_range(const std::vector<std::string>& rec_paths
       // In a well-formed file no aligned word inside a record looks like a
       // head, so the record before the next part's first head ends there.
       if (at > local_end) {
-        detail::throw_framing_error(rec.path(), head,
-                                    "broken framing: the record there runs to byte " +
-                                        std::to_string(at) + ", past the record head that byte " +
-                                        std::to_string(local_end) + " seems to be, where part " +
-                                        std::to_string(part_index + 1) + " of " +
-                                        std::to_string(num_parts) + " begins");
+        detail::throw_framing_error(
+            rec.path(), head,
+            "broken framing: the record there runs to byte " + std::to_string(at) + ", past byte " +
+                std::to_string(local_end) +
+                ", which looks like a record head (a magic word the writer would have "
+                "escaped) and begins the next part (part_index " +
+                std::to_string(part_index + 1) + ", num_parts " + std::to_string(num_parts) + ")");
       }
     }
     shard.byte_ranges_.push_back({static_cast<uint32_t>(file), local_begin, local_end});

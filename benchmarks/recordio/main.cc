@@ -6,14 +6,15 @@
 // pseudo-random bytes until --total bytes of payload.
 //
 //   herd-recordio-bench read FILE.rec [--idx FILE.idx] [--repeat 3]
-//                       [--parts 2,4] [--threads 1,2,4] [--cat-seconds S]
+//                       [--parts 2,4] [--threads 1,2,4] [--capacity 64]
+//                       [--cat-seconds S]
 //
 // times each reader of read_modes.h --repeat times and prints the best: the
 // sequential RecordReader on one thread, the parts by byte range and by
-// index on a thread each, and the prefetcher on --threads workers. Columns:
-// threads, seconds, GiB/s of the file's size and, given --cat-seconds (the
-// time of `cat FILE > /dev/null`, which benchmarks/recordio_read.sh
-// measures), the share of cat's speed. Exits 1 when a reader saw other
+// index on a thread each, and the prefetcher on --threads workers holding
+// --capacity records. Columns: threads, seconds, GiB/s of the file's size
+// and, given --cat-seconds (the time of `cat FILE > /dev/null`, which
+// benchmarks/recordio_read.sh measures), the share of cat's speed. Exits 1 when a reader saw other
 // records than the sequential one, 2 on a bad file or command line.
 #include <chrono>
 #include <cstdint>
@@ -73,7 +74,8 @@ struct Row {
 };
 
 int read_file(const std::string& rec_path, const std::string& idx_path, int repeat,
-              const std::vector<int>& parts, const std::vector<int>& threads, double cat_seconds) {
+              const std::vector<int>& parts, const std::vector<int>& threads, std::size_t capacity,
+              double cat_seconds) {
   const uint64_t file_size = herd::data::RecordFile(rec_path).size();
   std::vector<Row> rows;
   rows.push_back(
@@ -87,8 +89,9 @@ int read_file(const std::string& rec_path, const std::string& idx_path, int repe
                     [&, p] { return herd::bench::read_index_parts(rec_path, idx_path, p); }});
   }
   for (int t : threads) {
-    rows.push_back({"RecordPrefetcher, in file order", t,
-                    [&, t] { return herd::bench::read_prefetched(rec_path, idx_path, t, 64); }});
+    rows.push_back({"RecordPrefetcher, in file order", t, [&, t] {
+                      return herd::bench::read_prefetched(rec_path, idx_path, t, capacity);
+                    }});
   }
 
   std::printf("%s: %s\n", rec_path.c_str(),
@@ -170,6 +173,7 @@ int main(int argc, char** argv) {
   int repeat = 3;
   std::vector<int> parts = {2, 4};
   std::vector<int> threads = {1, 2, 4};
+  std::size_t capacity = 64;
   double cat_seconds = 0;
   CLI::App* read = app.add_subcommand("read", "Time the readers on a .rec file");
   read->add_option("file", rec_path, "The .rec file to read")->required()->check(CLI::ExistingFile);
@@ -182,6 +186,8 @@ int main(int argc, char** argv) {
   read->add_option("--threads", threads, "Worker counts of the prefetcher")
       ->delimiter(',')
       ->check(CLI::PositiveNumber);
+  read->add_option("--capacity", capacity, "Records the prefetcher holds (default 64)")
+      ->check(CLI::PositiveNumber);
   read->add_option("--cat-seconds", cat_seconds, "cat's time on the file, for the last column")
       ->check(CLI::NonNegativeNumber);
 
@@ -192,7 +198,7 @@ int main(int argc, char** argv) {
       write_file(rec_path, idx_path, total, record_size);
       return 0;
     }
-    return read_file(rec_path, idx_path, repeat, parts, threads, cat_seconds);
+    return read_file(rec_path, idx_path, repeat, parts, threads, capacity, cat_seconds);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "herd-recordio-bench: %s\n", e.what());
     return 2;

@@ -317,6 +317,23 @@ TEST_CASE("Bad input to a shard names the file and the offset", "[data][shard]")
         RecordShard::by_byte_range({rec, bad}, 0, 1),
         Contains("bad.rec") && Contains("at byte 0") && Contains("not a record head"));
   }
+  SECTION("a magic word inside a record that the writer would have escaped") {
+    // A record of 16 bytes whose data begins with the magic word and an lrec
+    // of cflag 0: byte 8 looks like a head. With 4 parts (step 8) part 0
+    // ends there, inside its own record; part 1 begins there.
+    const std::string fake = dir.file("fake.rec");
+    testing::write_file(fake, std::vector<uint8_t>{0x0a, 0x23, 0xd7, 0xce, 16,  0,   0,   0,    //
+                                                   0x0a, 0x23, 0xd7, 0xce, 0,   0,   0,   0,    //
+                                                   'x',  'x',  'x',  'x',  'y', 'y', 'y', 'y',  //
+                                                   0x0a, 0x23, 0xd7, 0xce, 0,   0,   0,   0});
+    CHECK_THROWS_WITH(
+        RecordShard::by_byte_range({fake}, 0, 4),
+        Contains("fake.rec") && Contains("at byte 0") && Contains("runs to byte 24, past byte 8"));
+    CHECK_THROWS_WITH(RecordShard::by_byte_range({fake}, 1, 4),
+                      Contains("at byte 16") && Contains("not a record head"));
+    CHECK(RecordShard::by_byte_range({fake}, 2, 4).size() == 0);
+    CHECK(offsets_of(RecordShard::by_byte_range({fake}, 3, 4)) == std::vector<uint64_t>{24});
+  }
   SECTION("an .idx offset past the end of the .rec") {
     const std::string idx = dir.file("past.idx");
     testing::write_index_lines(idx, {0, 1, 7}, {0, 16, 76});
