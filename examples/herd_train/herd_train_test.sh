@@ -67,7 +67,8 @@
 #                    order), by index (.idx beside the files) and by byte
 #                    range (without them: parts of equal-size records split
 #                    at the same record); for 30 steps of 2 epochs, and one
-#                    whole epoch whose parts end in a padded batch
+#                    whole epoch whose parts end in a padded batch; IDX
+#                    training with --val-data test.rec as well
 #       rec_small    2 ranks, small .rec files written here (no dataset
 #                    needed): by index and by byte range, 3 ranks too, the
 #                    same checksum; a run resumed from a checkpoint at an
@@ -434,7 +435,7 @@ case "$mode" in
     [[ "$(stat -c %s "$work/train.rec")" -eq $((60000 * 816)) ]] || fail "train.rec's size"
     rec_vs_idx() {
       run_ok 2 --data-sharding parts "$@"
-      local expected="$sum" expected_lines
+      expected="$sum"
       expected_lines="$(epoch_lines)"
       [[ -n "$expected_lines" ]] || fail "IDX run $*: no epoch lines"
       for how in index byte_range; do
@@ -453,6 +454,12 @@ case "$mode" in
       mv "$work/test.idx.kept" "$work/test.idx"
     }
     rec_vs_idx --epochs 2 --max-steps-per-epoch 30 --print-checksum --seed 7
+    # IDX training with the test set from test.rec: the same again.
+    run_ok 2 --data-sharding parts --val-data "$work/test.rec" --epochs 2 --max-steps-per-epoch 30 \
+      --print-checksum --seed 7
+    grep -q "test: $work/test.rec by index" "$work/out" || fail "--val-data alone: not read"
+    [[ "$sum" == "$expected" && "$(epoch_lines)" == "$expected_lines" ]] ||
+      fail "IDX training with --val-data test.rec: $sum, $(epoch_lines) != IDX's"
     # 30000 samples per part at batch 128: 235 steps, the last padded by
     # 80 samples from the part's start.
     rec_vs_idx --epochs 1 --batch-size 128 --print-checksum --seed 3 --data-threads 2
