@@ -226,6 +226,48 @@ void check_parts_not_empty(const std::string& what, const std::vector<int64_t>& 
   }
 }
 
+// This rank's parts of --data and --val-data (when given), every record read
+// and checked once before training, the test part kept in `test`: a bad
+// record anywhere ends every rank, before the first step, with its file and
+// offset (a rank that failed alone within an epoch could only leave the
+// others waiting). `idx_features`: the IDX training images' size, when
+// --data is not given.
+void open_rec_sources(const TrainOptions& o, int64_t idx_features, DataSource* train,
+                      DataSource* test_source, Dataset* test) {
+  const int rank = herd::rank();
+  const int ranks = herd::size();
+  std::string failure;
+  try {
+    if (!o.data.empty()) {
+      train->rec = std::make_unique<RecDataset>(o.data, rank, ranks);
+      train->rec->read_part(o.data_threads, /*keep=*/false);
+    }
+    if (!o.val_data.empty()) {
+      test_source->rec = std::make_unique<RecDataset>(o.val_data, rank, ranks);
+      *test = test_source->rec->read_part(o.data_threads, /*keep=*/true);
+    }
+    const int64_t train_features = train->rec ? train->rec->features() : idx_features;
+    if (test_source->rec && test_source->rec->features() != train_features) {
+      throw herd::Error(o.val_data + "'s records hold " +
+                        std::to_string(test_source->rec->features()) + " pixels, but " +
+                        (train->rec ? o.data + "'s" : std::string("the IDX training images")) +
+                        " hold " + std::to_string(train_features) +
+                        "; the test images must be the training images' size");
+    }
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  share_failures("herd_train/data_check", failure);
+  for (auto [source, name] : {std::pair<DataSource*, const char*>{train, "train"},
+                              std::pair<DataSource*, const char*>{test_source, "test"}}) {
+    if (!source->rec) continue;
+    source->part_sizes =
+        gather_counts(std::string("herd_train/") + name + "_parts", source->rec->count());
+    check_parts_not_empty(source->rec->path(), source->part_sizes);
+    source->description = describe_rec(*source->rec, source->part_sizes);
+  }
+}
+
 }  // namespace
 
 int run_training(const TrainOptions& o) {
@@ -249,45 +291,8 @@ int run_training(const TrainOptions& o) {
   const Dataset train = rec_train ? Dataset{} : load_fashion_mnist(dir, Split::kTrain);
   Dataset test = has_test && o.val_data.empty() ? load_fashion_mnist(dir, Split::kTest) : Dataset{};
 
-  // This rank's parts of the .rec files, every record read and checked once
-  // before training: a bad record anywhere ends every rank, before the
-  // first step, with its file and offset (a rank that failed alone in an
-  // epoch could only leave the others waiting).
   DataSource train_source, test_source;
-  {
-    std::string failure;
-    try {
-      if (rec_train) {
-        train_source.rec = std::make_unique<RecDataset>(o.data, rank, ranks);
-        train_source.rec->read_part(o.data_threads, /*keep=*/false);
-      }
-      if (!o.val_data.empty()) {
-        test_source.rec = std::make_unique<RecDataset>(o.val_data, rank, ranks);
-        test = test_source.rec->read_part(o.data_threads, /*keep=*/true);
-      }
-      const int64_t train_features = rec_train ? train_source.rec->features() : train.features();
-      if (test_source.rec && test_source.rec->features() != train_features) {
-        throw herd::Error(o.val_data + "'s records hold " +
-                          std::to_string(test_source.rec->features()) + " pixels, but " +
-                          (rec_train ? o.data + "'s" : std::string("the IDX training images")) +
-                          " hold " + std::to_string(train_features) +
-                          "; the test images must be the training images' size");
-      }
-    } catch (const std::exception& e) {
-      failure = e.what();
-    }
-    share_failures("herd_train/data_check", failure);
-    if (train_source.rec) {
-      train_source.part_sizes = gather_counts("herd_train/train_parts", train_source.rec->count());
-      check_parts_not_empty(o.data, train_source.part_sizes);
-      train_source.description = describe_rec(*train_source.rec, train_source.part_sizes);
-    }
-    if (test_source.rec) {
-      test_source.part_sizes = gather_counts("herd_train/test_parts", test_source.rec->count());
-      check_parts_not_empty(o.val_data, test_source.part_sizes);
-      test_source.description = describe_rec(*test_source.rec, test_source.part_sizes);
-    }
-  }
+  open_rec_sources(o, train.features(), &train_source, &test_source, &test);
   const int64_t features = rec_train ? train_source.rec->features() : train.features();
   // This rank's test samples: all of its part of --val-data; of the IDX test
   // set, positions rank, rank + R, ... or, with --data-sharding parts, its
@@ -403,15 +408,14 @@ int run_training(const TrainOptions& o) {
       std::printf(", Fashion-MNIST from %s: %" PRId64 " train, %" PRId64 " test samples\n",
                   dir.c_str(), train.count, test.count);
     } else {
-      std::printf("\n  train: %s\n", rec_train ? train_source.description.c_str()
-                                               : ("Fashion-MNIST from " + dir + ", " +
-                                                  std::to_string(train.count) + " samples")
-                                                     .c_str());
-      std::printf("  test: %s\n", test_source.rec ? test_source.description.c_str()
-                                  : has_test      ? ("Fashion-MNIST from " + dir + ", " +
-                                                std::to_string(test.count) + " samples")
-                                                   .c_str()
-                                             : "none (no --val-data)");
+      const std::string idx_train =
+          "Fashion-MNIST from " + dir + ", " + std::to_string(train.count) + " samples";
+      const std::string idx_test =
+          has_test ? "Fashion-MNIST from " + dir + ", " + std::to_string(test.count) + " samples"
+                   : "none (no --val-data)";
+      std::printf("\n  train: %s\n  test: %s\n",
+                  (rec_train ? train_source.description : idx_train).c_str(),
+                  (test_source.rec ? test_source.description : idx_test).c_str());
     }
     std::printf("  model mlp %s, %" PRId64 " parameters in %zu tensors\n",
                 join_sizes(mlp.sizes()).c_str(), mlp.num_parameters(), params.size());
