@@ -19,7 +19,9 @@ namespace herd::data {
 // slots.size() positions ahead of the consumer, so a claimed slot is always
 // free and at most slots.size() records are in memory. Claiming and handing
 // over a run at a time, rather than a record, keeps the workers and the
-// consumer from waking each other for every small record.
+// consumer from waking each other for every small record. The consumer, for
+// its part, takes the lock only when it has used up the records it last saw
+// ready: then it gives back the slots it emptied and looks for more.
 struct RecordPrefetcher::State {
   struct Slot {
     std::vector<uint8_t> record;
@@ -71,6 +73,22 @@ struct RecordPrefetcher::State {
     }
   }
 
+  // The consumer's wait for the record at `taken`: gives back the slots of
+  // the records taken since the last call, waits until that record is ready
+  // and counts the ready ones from it on.
+  void wait_for_records() {
+    std::unique_lock<std::mutex> lock(mutex);
+    for (std::size_t k = handed_out; k < taken; ++k) slots[k % slots.size()].ready = false;
+    handed_out = taken;
+    if (run_fits()) space.notify_all();
+    filled.wait(lock, [&] { return slots[taken % slots.size()].ready; });
+    seen_ready = taken;
+    while (seen_ready < order.size() && seen_ready - taken < slots.size() &&
+           slots[seen_ready % slots.size()].ready) {
+      ++seen_ready;
+    }
+  }
+
   void stop() {
     {
       std::lock_guard<std::mutex> lock(mutex);
@@ -90,12 +108,16 @@ struct RecordPrefetcher::State {
   std::condition_variable space;   // workers: a run came free, or stop
   std::condition_variable filled;  // the consumer: records are ready
   std::size_t claimed = 0;         // positions taken by workers
-  std::size_t handed_out = 0;      // positions given to the consumer
+  std::size_t handed_out = 0;      // positions whose slots the consumer gave back
+  // The consumer's own, without the lock: the positions handed to the
+  // caller, and the end of those it saw ready.
+  std::size_t taken = 0;
+  std::size_t seen_ready = 0;
   bool stopping = false;
   // `stopping` for a worker amid a run, which it reads without the lock.
   std::atomic<bool> stopping_now{false};
   bool failed = false;
-  std::exception_ptr failure;  // once handed out, every later next() throws it
+  std::exception_ptr failure;  // the consumer's: once thrown, every later next() throws it
   std::vector<std::thread> workers;
 };
 
@@ -144,11 +166,12 @@ RecordPrefetcher::~RecordPrefetcher() {
 
 bool RecordPrefetcher::next(std::vector<uint8_t>* record) {
   State& s = *state_;
-  std::unique_lock<std::mutex> lock(s.mutex);
   if (s.failure) std::rethrow_exception(s.failure);
-  if (s.handed_out == s.order.size()) return false;
-  State::Slot& slot = s.slots[s.handed_out % s.slots.size()];
-  s.filled.wait(lock, [&] { return slot.ready; });
+  if (s.taken == s.order.size()) return false;
+  if (s.taken == s.seen_ready) s.wait_for_records();
+  // Seen ready under the lock, so the worker's writes to the slot are
+  // visible; no worker touches it until wait_for_records gives it back.
+  State::Slot& slot = s.slots[s.taken % s.slots.size()];
   if (slot.error) {
     s.failure = slot.error;
     std::rethrow_exception(s.failure);
@@ -156,11 +179,7 @@ bool RecordPrefetcher::next(std::vector<uint8_t>* record) {
   // The caller's old buffer goes to the slot, to be refilled without a
   // new allocation.
   record->swap(slot.record);
-  slot.ready = false;
-  ++s.handed_out;
-  const bool wake = s.run_fits();
-  lock.unlock();
-  if (wake) s.space.notify_one();
+  ++s.taken;
   return true;
 }
 
