@@ -93,6 +93,7 @@ std::vector<uint8_t> read_idx_bytes(const std::string& path) {
                            ? std::string(" does not exist")
                            : std::string(" cannot be opened: ") + std::strerror(errno)));
   }
+  if (S_ISDIR(info.st_mode)) throw herd::Error("IDX file " + path + " is a directory, not a file");
   errno = 0;
   std::unique_ptr<gzFile_s, GzCloser> file(gzopen(path.c_str(), "rb"));
   if (!file) {

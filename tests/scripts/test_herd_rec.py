@@ -1,7 +1,8 @@
 """herd-rec against an independent reading of the RecordIO format.
 
 Run by ctest as herd_rec (HERD_REC names the program), or by hand:
-    HERD_REC=build/tools/herd_rec/herd-rec /usr/bin/python3 -m pytest -q tests/scripts/test_herd_rec.py
+    HERD_REC=build/tools/herd_rec/herd-rec \
+        /usr/bin/python3 -m pytest -q tests/scripts/test_herd_rec.py
 The expected bytes come from this file's own writer of dmlc's framing and MXNet's image header
 (struct 'IfQQ'), which first reproduces the format's published 76 golden bytes; the tool's
 output must equal them byte for byte.
@@ -26,10 +27,12 @@ pytestmark = pytest.mark.skipif(not os.path.isfile(HERD_REC),
 def frame(payload):
     """One record as dmlc's RecordIOWriter lays it out: cut at each 4-aligned magic word."""
     pieces, start = [], 0
-    for i in range(0, len(payload) - 3, 4):
-        if payload[i:i + 4] == MAGIC:
+    i = payload.find(MAGIC)
+    while i >= 0:
+        if i % 4 == 0:
             pieces.append(payload[start:i])
             start = i + 4
+        i = payload.find(MAGIC, i + 1)
     pieces.append(payload[start:])
     out = b""
     for k, piece in enumerate(pieces):
@@ -51,11 +54,12 @@ def image_record(label, ident, payload, labels=None):
 
 
 def rec_and_idx(keyed_records):
-    rec, idx = b"", ""
+    frames, idx, offset = [], [], 0
     for key, record in keyed_records:
-        idx += "%d\t%d\n" % (key, len(rec))
-        rec += frame(record)
-    return rec, idx
+        idx.append("%d\t%d\n" % (key, offset))
+        frames.append(frame(record))
+        offset += len(frames[-1])
+    return b"".join(frames), "".join(idx)
 
 
 def idx_file(dims, data):
@@ -119,6 +123,34 @@ def test_pack_idx_writes_one_image_record_per_image(tmp_path, gzipped):
     assert read(tmp_path / "out.idx").decode() == idx
     assert "packed 5 records" in result.stdout
     assert str(tmp_path / "out.idx") in result.stdout
+
+
+FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
+
+
+@pytest.mark.skipif(not os.path.isfile(os.path.join(FASHION_MNIST, "t10k-labels-idx1-ubyte.gz")),
+                    reason="Fashion-MNIST is not installed (Debian package dataset-fashion-mnist)")
+def test_pack_idx_of_the_fashion_mnist_test_set(tmp_path):
+    images_path = os.path.join(FASHION_MNIST, "t10k-images-idx3-ubyte.gz")
+    labels_path = os.path.join(FASHION_MNIST, "t10k-labels-idx1-ubyte.gz")
+    result = herd_rec("pack", "--idx-images", images_path, "--idx-labels", labels_path,
+                      "-o", tmp_path / "test.rec")
+    assert result.returncode == 0, result.stderr
+    images = gzip.decompress(read(images_path))[16:]
+    labels = gzip.decompress(read(labels_path))[8:]
+    rec, idx = rec_and_idx(
+        (i, image_record(float(labels[i]), i, images[i * 784:(i + 1) * 784]))
+        for i in range(10000))
+    assert read(tmp_path / "test.rec") == rec
+    assert read(tmp_path / "test.idx").decode() == idx
+    info = herd_rec("info", tmp_path / "test.rec")
+    assert info.returncode == 0, info.stderr
+    assert "records: 10000\n" in info.stdout
+    assert "payload bytes: 7840000 (min 784, max 784, mean 784.0)\n" in info.stdout
+    for label in range(10):
+        assert "label %d: 1000\n" % label in info.stdout
+    verify = herd_rec("verify", tmp_path / "test.rec", "--idx", tmp_path / "test.idx")
+    assert verify.returncode == 0, verify.stderr
 
 
 def test_pack_idx_takes_images_of_any_shape_and_an_empty_set(tmp_path):
