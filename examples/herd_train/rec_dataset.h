@@ -10,7 +10,7 @@
 // makes them. Every record of a file holds as many pixels as its first one.
 //
 // The part comes from herd::data::RecordShard: by index when PATH.idx
-// exists beside PATH.rec (PATH.rec.idx for a file not named .rec), else by
+// exists beside PATH.rec (for a file not named .rec: its name + .idx), else by
 // byte range. Records are read (pread) when needed, never the whole file;
 // RecBatchLoader reads an epoch's batches ahead of the training thread
 // through herd::data::RecordPrefetcher.
