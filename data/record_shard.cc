@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <limits>
 
 #include "data/framing.h"
 #include "herd/data/record_index.h"
@@ -133,11 +132,6 @@ RecordShard RecordShard::by_byte_range(const std::vector<std::string>& rec_paths
   check_part(part_index, num_parts);
   if (rec_paths.empty()) {
     throw Error("RecordShard: no RecordIO file given", ErrorKind::kInvalidArgument);
-  }
-  if (rec_paths.size() > std::numeric_limits<uint32_t>::max()) {
-    throw Error("RecordShard: " + std::to_string(rec_paths.size()) +
-                    " RecordIO files, more than a shard takes",
-                ErrorKind::kInvalidArgument);
   }
   RecordShard shard;
   shard.mode_ = ShardMode::kByteRange;

@@ -358,6 +358,9 @@ TEST_CASE("Bad input to a shard names the file and the offset", "[data][shard]")
     CHECK_THROWS_WITH(shard.read(1, &record), Contains("golden.rec") && Contains("at byte 24") &&
                                                   Contains("not a record head"));
     CHECK(shard.describe(shard.records()[1]) == rec + " at byte 24");
+    CHECK_THROWS_WITH(shard.read(RecordLocation{5, 0}, &record),
+                      Contains("file #5") && Contains("has 1 files"));
+    CHECK(shard.describe(RecordLocation{5, 16}) == "file #5 at byte 16");
   }
 }
 
