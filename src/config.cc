@@ -516,7 +516,7 @@ const std::array<Setting, 29> kSettings = {{
 // examples/herd_train/train_options.h) read them, and they reach herd::init
 // through the environment of the processes those start. Known, so that they
 // draw no warning; candidates for "did you mean" like the settings.
-constexpr std::array<const char*, 51> kToolVariables = {{
+constexpr std::array<const char*, 54> kToolVariables = {{
     // scripts/ and setup.py
     "HERD_BUILD_DIR",
     "HERD_CMAKE_ARGS",
@@ -544,7 +544,9 @@ constexpr std::array<const char*, 51> kToolVariables = {{
     "HERD_COMMIT_EVERY",
     "HERD_COMMUNICATION",
     "HERD_COMPRESSION_THRESHOLD",
+    "HERD_DATA",
     "HERD_DATA_DIR",
+    "HERD_DATA_SHARDING",
     "HERD_DATA_THREADS",
     "HERD_DEVICE_MS",
     "HERD_EPOCHS",
@@ -571,6 +573,7 @@ constexpr std::array<const char*, 51> kToolVariables = {{
     "HERD_SEED",
     "HERD_SLOW_FACTOR",
     "HERD_SLOW_RANK",
+    "HERD_VAL_DATA",
     "HERD_WARMUP_EPOCHS",
     "HERD_WEIGHT_DECAY",
 }};

@@ -1,8 +1,10 @@
-// herd::DistributedSampler and epoch_permutation (include/herd/train/sampler.h):
-// the documented shuffle, then torch's padding or truncation, then a strided
-// shard per rank.
+// herd::DistributedSampler, epoch_permutation, contiguous_part and
+// PartSampler (include/herd/train/sampler.h): the documented shuffle, then
+// torch's padding or truncation and a strided shard per rank, or a worker's
+// own part, shuffled and repeated to a common length.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <numeric>
 #include <random>
 #include <utility>
@@ -85,6 +87,51 @@ std::vector<int64_t> DistributedSampler::indices(int64_t epoch) const {
     shard.push_back(order[static_cast<std::size_t>(position % dataset_size_)]);
   }
   return shard;
+}
+
+std::pair<int64_t, int64_t> contiguous_part(int64_t n, int part_index, int num_parts) {
+  if (n < 0) throw Error(fmt::format("contiguous_part: n {} is negative", n));
+  if (num_parts < 1) {
+    throw Error(fmt::format("contiguous_part: num_parts {} must be >= 1", num_parts));
+  }
+  if (part_index < 0 || part_index >= num_parts) {
+    throw Error(
+        fmt::format("contiguous_part: part_index {} is outside [0, {})", part_index, num_parts));
+  }
+  const int64_t step = (n + num_parts - 1) / num_parts;
+  const int64_t first = std::min(n, part_index * step);
+  return {first, std::min(n, first + step)};
+}
+
+PartSampler::PartSampler(int64_t part_size, int64_t num_samples, uint64_t seed, bool shuffle)
+    : part_size_(part_size), num_samples_(num_samples), seed_(seed), shuffle_(shuffle) {
+  if (part_size < 0) {
+    throw Error(fmt::format("PartSampler: part_size {} is negative", part_size));
+  }
+  if (num_samples < 0) {
+    throw Error(fmt::format("PartSampler: num_samples {} is negative", num_samples));
+  }
+  if (part_size == 0 && num_samples > 0) {
+    throw Error(fmt::format(
+        "PartSampler: part_size 0 with num_samples {}: an empty part has nothing to repeat",
+        num_samples));
+  }
+}
+
+std::vector<int64_t> PartSampler::indices(int64_t epoch) const {
+  std::vector<int64_t> order;
+  if (shuffle_) {
+    order = epoch_permutation(part_size_, seed_, epoch);
+  } else {
+    order.resize(static_cast<std::size_t>(part_size_));
+    std::iota(order.begin(), order.end(), int64_t{0});
+  }
+  std::vector<int64_t> samples;
+  samples.reserve(static_cast<std::size_t>(num_samples_));
+  for (int64_t k = 0; k < num_samples_; ++k) {
+    samples.push_back(order[static_cast<std::size_t>(k % part_size_)]);
+  }
+  return samples;
 }
 
 }  // namespace herd

@@ -58,6 +58,29 @@
 #                    folder) for 20 steps: a table row per engine and speed,
 #                    every worker's steps/s, a percentage and an accuracy
 #                    (the rates are the benchmark's, not checked here)
+#       rec          2 ranks (HERD_REC: the herd-rec program): herd-rec pack
+#                    turns Fashion-MNIST's IDX files into train.rec and
+#                    test.rec; herd-train --data train.rec --val-data
+#                    test.rec ends with the checksum and the loss and
+#                    accuracy lines of herd-train from the IDX files with
+#                    --data-sharding parts (the same samples in the same
+#                    order), by index (.idx beside the files) and by byte
+#                    range (without them: parts of equal-size records split
+#                    at the same record); for 30 steps of 2 epochs, and one
+#                    whole epoch whose parts end in a padded batch; IDX
+#                    training with --val-data test.rec as well
+#       rec_small    2 ranks, small .rec files written here (no dataset
+#                    needed): by index and by byte range, 3 ranks too, the
+#                    same checksum; a run resumed from a checkpoint at an
+#                    epoch's end, and one relaunched after a kill within an
+#                    epoch, end with the uninterrupted checksum; each bad
+#                    input ends the job with its
+#                    message on every rank: a record of another size, a
+#                    label that is no class, a record too short for its
+#                    header, broken framing, an .idx offset that is no
+#                    record head, a part with no records, a missing file,
+#                    test records of another size; --data-sharding strided
+#                    with --data is refused
 # Exits 77 (skipped) when herd-train reports the dataset missing.
 set -uo pipefail
 
@@ -141,6 +164,53 @@ expect_failure() {
   grep -q -- "$pattern" "$work/out" || fail "herd-train $* did not say '$pattern'"
   echo "ok: herd-train $* failed (exit $rc) saying '$pattern'"
 }
+
+# make_rec OUT COUNT PIXELS [KEY=VALUE...]: a .rec file of COUNT image
+# records (MXNet's header, label k mod 10, then PIXELS bytes), written here
+# from the format's description; idx=1 writes OUT's .idx too. Faults:
+# size_at=K (record K has one pixel less), label_at=K (label 12),
+# short_at=K (record K is 8 bytes, no header), magic_at=K (record K's magic
+# word broken).
+make_rec() {
+  /usr/bin/python3 - "$@" <<'PY'
+import struct, sys
+out, count, pixels = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+opts = dict(a.split("=") for a in sys.argv[4:])
+at = lambda name: int(opts.get(name, -1))
+data, index = bytearray(), []
+for k in range(count):
+    label = 12.0 if k == at("label_at") else float(k % 10)
+    n = pixels - 1 if k == at("size_at") else pixels
+    payload = struct.pack("<IfQQ", 0, label, k, 0) + bytes((k * 31 + i * 7) % 200 for i in range(n))
+    if k == at("short_at"):
+        payload = bytes(range(8))
+    index.append((k, len(data)))
+    magic = 0xDEADBEEF if k == at("magic_at") else 0xCED7230A
+    data += struct.pack("<II", magic, len(payload)) + payload + bytes(-len(payload) % 4)
+open(out, "wb").write(data)
+if opts.get("idx") == "1":
+    stem = out[:-4] if out.endswith(".rec") else out
+    open(stem + ".idx", "w").write("".join(f"{k}\t{o}\n" for k, o in index))
+PY
+}
+
+# Runs and expects failure with a message matching $2 on every rank of $1
+# (each rank's "herd-train: rank R: ..." line holds it).
+expect_failure_everywhere() {
+  local ranks="$1" pattern="$2"
+  shift 2
+  run "$ranks" "$@"
+  [[ $rc -ne 0 ]] || fail "herd-train $* exited 0"
+  local r
+  for ((r = 0; r < ranks; ++r)); do
+    grep -q -- "herd-train: rank $r: .*$pattern" "$work/out" ||
+      fail "herd-train $*: rank $r did not say '$pattern'"
+  done
+  echo "ok: herd-train $* failed (exit $rc) saying '$pattern' on all $ranks ranks"
+}
+
+# The epoch lines without the rate and the time: epoch, loss, accuracy.
+epoch_lines() { awk '$1 ~ /^[0-9]+$/ && NF == 5 {print $1, $2, $3}' "$work/out"; }
 
 case "$mode" in
   smoke)
@@ -348,6 +418,114 @@ case "$mode" in
     done
     HERD_PROGRESS=never run_piped
     ! grep -q "epoch 1/1 step" "$work/err" || fail "HERD_PROGRESS=never wrote progress"
+    ;;
+  rec)
+    [[ -x "${HERD_REC:-}" ]] || fail "HERD_REC must name the herd-rec program"
+    fashion="/usr/share/datasets/fashion-mnist"
+    if [[ ! -f "$fashion/train-images-idx3-ubyte.gz" ]]; then
+      echo "SKIP: Fashion-MNIST is not installed" >&2
+      exit 77
+    fi
+    for split in train:train t10k:test; do
+      "$HERD_REC" pack --idx-images "$fashion/${split%%:*}-images-idx3-ubyte.gz" \
+        --idx-labels "$fashion/${split%%:*}-labels-idx1-ubyte.gz" -o "$work/${split##*:}.rec" ||
+        fail "herd-rec pack of $split failed"
+    done
+    # Equal records: 8 bytes of framing, the 24-byte header, 784 pixels.
+    [[ "$(stat -c %s "$work/train.rec")" -eq $((60000 * 816)) ]] || fail "train.rec's size"
+    rec_vs_idx() {
+      run_ok 2 --data-sharding parts "$@"
+      expected="$sum"
+      expected_lines="$(epoch_lines)"
+      [[ -n "$expected_lines" ]] || fail "IDX run $*: no epoch lines"
+      for how in index byte_range; do
+        if [[ "$how" == byte_range ]]; then
+          mv "$work/train.idx" "$work/train.idx.kept"
+          mv "$work/test.idx" "$work/test.idx.kept"
+        fi
+        run_ok 2 --data "$work/train.rec" --val-data "$work/test.rec" "$@"
+        grep -q "train: $work/train.rec by ${how/_/ }" "$work/out" || fail "not read by ${how/_/ }"
+        echo "$* by $how: $sum, $(epoch_lines | tr '\n' ' '); IDX: $expected"
+        [[ "$sum" == "$expected" ]] || fail ".rec by $how $*: checksum $sum != IDX's $expected"
+        [[ "$(epoch_lines)" == "$expected_lines" ]] ||
+          fail ".rec by $how $*: epoch lines differ from IDX's: $expected_lines"
+      done
+      mv "$work/train.idx.kept" "$work/train.idx"
+      mv "$work/test.idx.kept" "$work/test.idx"
+    }
+    rec_vs_idx --epochs 2 --max-steps-per-epoch 30 --print-checksum --seed 7
+    # IDX training with the test set from test.rec: the same again.
+    run_ok 2 --data-sharding parts --val-data "$work/test.rec" --epochs 2 --max-steps-per-epoch 30 \
+      --print-checksum --seed 7
+    grep -q "test: $work/test.rec by index" "$work/out" || fail "--val-data alone: not read"
+    [[ "$sum" == "$expected" && "$(epoch_lines)" == "$expected_lines" ]] ||
+      fail "IDX training with --val-data test.rec: $sum, $(epoch_lines) != IDX's"
+    # 30000 samples per part at batch 128: 235 steps, the last padded by
+    # 80 samples from the part's start.
+    rec_vs_idx --epochs 1 --batch-size 128 --print-checksum --seed 3 --data-threads 2
+    grep -q "  235 steps per epoch" "$work/out" || fail "not 235 steps per epoch"
+    ;;
+  rec_small)
+    common=(--epochs 1 --print-checksum --seed 5 --hidden 8 --batch-size 4)
+    # 41 records of 16 pixels: parts 21 and 20 both ways (3 ranks: 14, 14, 13).
+    make_rec "$work/a.rec" 41 16 idx=1
+    make_rec "$work/v.rec" 10 16
+    for ranks in 2 3; do
+      run_ok "$ranks" --data "$work/a.rec" --val-data "$work/v.rec" "${common[@]}"
+      grep -q "a.rec by index ($work/a.idx), 41 records of 16 pixels" "$work/out" ||
+        fail "a.rec not read by index"
+      indexed="$sum"
+      mv "$work/a.idx" "$work/a.idx.kept"
+      run_ok "$ranks" --data "$work/a.rec" --val-data "$work/v.rec" "${common[@]}"
+      mv "$work/a.idx.kept" "$work/a.idx"
+      grep -q "a.rec by byte range, 41 records" "$work/out" || fail "a.rec not read by byte range"
+      echo "$ranks ranks: by index $sum, by byte range $indexed"
+      [[ "$sum" == "$indexed" ]] || fail "$ranks ranks: by byte range $sum != by index $indexed"
+    done
+    # Resumed at the end of epoch 1, and relaunched after a kill in epoch 2
+    # (6 steps per epoch; the commit after update 8 is 2 batches into it).
+    data=(--data "$work/a.rec" --val-data "$work/v.rec" --lr-schedule constant)
+    run_ok 2 "${data[@]}" "${common[@]:2}" --epochs 2
+    whole="$sum"
+    run_ok 2 "${data[@]}" "${common[@]:2}" --epochs 1 --checkpoint "$work/ckpt"
+    [[ "$sum" != "$whole" ]] || fail ".rec: the second epoch changed nothing"
+    run_ok 2 "${data[@]}" "${common[@]:2}" --epochs 2 --checkpoint "$work/ckpt" --resume
+    echo ".rec resumed after epoch 1: $sum, uninterrupted: $whole"
+    [[ "$sum" == "$whole" ]] || fail ".rec resumed: checksum $sum != uninterrupted $whole"
+    rm -f "$work/ckpt"
+    restart=("${data[@]}" "${common[@]:2}" --epochs 2 --checkpoint "$work/ckpt" --commit-every 2
+             --kill-rank 1 --kill-at-step 9)
+    HERD_RESTART_COUNT=0 run 2 "${restart[@]}"
+    [[ $rc -ne 0 ]] || fail ".rec: launch 0 with --kill-at-step 9 exited 0"
+    HERD_RESTART_COUNT=1 run_ok 2 "${restart[@]}"
+    grep -q "resumed from .* at epoch 2, batch 2 (step 8," "$work/out" ||
+      fail ".rec: launch 1 did not resume at epoch 2, batch 2"
+    echo ".rec relaunched after a kill at step 9: $sum, uninterrupted: $whole"
+    [[ "$sum" == "$whole" ]] || fail ".rec relaunched: checksum $sum != uninterrupted $whole"
+
+    # Without --val-data there is no accuracy.
+    run_ok 2 --data "$work/a.rec" "${common[@]}"
+    grep -Eq '^ +1 +[0-9.]+ +- +[0-9]+ ' "$work/out" || fail "no epoch line without accuracy"
+
+    make_rec "$work/size.rec" 41 16 size_at=30
+    expect_failure_everywhere 2 "size.rec at byte $((30 * 48)): the record holds 15 bytes of pixels" \
+      --data "$work/size.rec" "${common[@]}"
+    make_rec "$work/label.rec" 41 16 label_at=3 idx=1
+    expect_failure_everywhere 2 "rank 0: .*label.rec at byte 144: label 12 is not a class" \
+      --data "$work/label.rec" "${common[@]}"
+    make_rec "$work/short.rec" 41 16 short_at=40
+    expect_failure_everywhere 2 "short.rec at byte 1920" --data "$work/short.rec" "${common[@]}"
+    make_rec "$work/magic.rec" 41 16 magic_at=35 idx=1
+    expect_failure_everywhere 2 "magic.rec.* $((35 * 48))" --data "$work/magic.rec" "${common[@]}"
+    make_rec "$work/one.rec" 1 16
+    expect_failure_everywhere 2 "one.rec: part 1 of 2 (one per worker) holds no records; the parts hold 1, 0" \
+      --data "$work/one.rec" "${common[@]}"
+    expect_failure_everywhere 2 "$work/missing.rec" --data "$work/missing.rec" "${common[@]}"
+    make_rec "$work/v12.rec" 10 12
+    expect_failure_everywhere 2 "v12.rec's records hold 12 pixels, but .*a.rec's hold 16" \
+      --data "$work/a.rec" --val-data "$work/v12.rec" "${common[@]}"
+    expect_failure 2 "--data-sharding strided with --data" --data "$work/a.rec" \
+      --data-sharding strided
     ;;
   *) fail "unknown mode $mode" ;;
 esac

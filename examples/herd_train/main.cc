@@ -6,6 +6,7 @@
 //
 //   mpirun -np 2 build/examples/herd_train/herd-train --epochs 3
 //   mpirun -np 3 build/examples/herd_train/herd-train --kvstore dist_async --num-servers 1
+//   mpirun -np 2 build/examples/herd_train/herd-train --data train.rec --val-data test.rec
 //   build/examples/herd_train/herd-train --help
 //
 // With --num-servers S (HERD_NUM_SERVERS) the job's last S ranks are

@@ -88,6 +88,21 @@ int parse_train_options(int argc, char** argv, bool print, TrainOptions* options
   add(app, "--data-dir", o.data_dir,
       "Directory with the Fashion-MNIST IDX files (default: /usr/share/datasets/fashion-mnist, "
       "from the Debian package dataset-fashion-mnist)");
+  add(app, "--data", o.data,
+      "A RecordIO file (.rec) of image records (MXNet's image header, then the raw pixels, "
+      "all of one size; herd-rec pack makes one from IDX files) to train on instead of the "
+      "IDX training set. Each worker reads its part (num_parts = workers, part_index = rank): "
+      "by index when PATH.idx exists beside it, else by byte range");
+  add(app, "--val-data", o.val_data,
+      "A RecordIO file of image records for the test accuracy, instead of the IDX test set; "
+      "each worker evaluates its part. Without it, --data trains with no accuracy");
+  add(app, "--data-sharding", o.data_sharding,
+      "How the workers split the training samples: strided (each epoch one shuffled order, "
+      "worker r takes positions r, r + workers, ...) or parts (contiguous parts as a .rec "
+      "file's index splits them, each shuffled on its own, the shorter ones padded from "
+      "their start; what --data does). Default: strided for IDX, parts with --data")
+      ->check(CLI::IsMember({"strided", "parts"}))
+      ->default_str("strided|parts");
   add(app, "--optimizer", o.optimizer, "Inner optimizer: sgd (with --momentum) or adam")
       ->check(CLI::IsMember({"sgd", "adam"}));
   add(app, "--momentum", o.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0));
@@ -277,6 +292,12 @@ void finish_train_options(TrainOptions* options, int num_workers, int num_server
       throw herd::Error(message.str());
     }
   }
+  if (o.data_sharding.empty()) o.data_sharding = o.data.empty() ? "strided" : "parts";
+  if (!o.data.empty() && o.data_sharding != "parts") {
+    throw herd::Error("--data-sharding " + o.data_sharding + " with --data " + o.data +
+                      ": a .rec file is read by parts, each worker its own (num_parts = "
+                      "workers, part_index = rank); leave --data-sharding out or use parts");
+  }
   if (o.slow_rank >= num_workers) {
     throw herd::Error("--slow-rank " + std::to_string(o.slow_rank) +
                       " is not a worker: this job has " + workers + " (ranks 0.." +
@@ -332,6 +353,10 @@ std::string describe_train_options(const TrainOptions& o) {
   out << ", learning rate " << o.learning_rate << (scaled ? " x workers" : "") << ", schedule "
       << o.lr_schedule << ", warm-up " << o.warmup_epochs << " epochs"
       << ", weight decay " << o.weight_decay << "\n";
+  out << "  data sharding " << o.data_sharding;
+  if (!o.data.empty()) out << ", train " << o.data;
+  if (!o.val_data.empty()) out << ", test " << o.val_data;
+  out << "\n";
   out << "  batch " << o.batch_size << " per rank, epochs " << o.epochs << ", seed " << o.seed;
   if (o.max_steps_per_epoch > 0) out << ", at most " << o.max_steps_per_epoch << " steps/epoch";
   if (!o.checkpoint.empty()) {

@@ -38,7 +38,18 @@ struct TrainOptions {
   int data_threads = 4;
   int epochs = 3;
   uint64_t seed = 42;
-  std::string data_dir;           // empty: the Debian package's directory
+  std::string data_dir;  // empty: the Debian package's directory
+  // A .rec file of image records (header + raw pixels) to train on instead
+  // of the IDX training set, each worker reading its part; PATH.idx beside
+  // it, when it exists, splits it by index, else by byte range.
+  std::string data;
+  std::string val_data;  // a .rec file for the test accuracy instead of the IDX test set
+  // How the IDX training samples are split among the workers: "strided"
+  // (herd::DistributedSampler) or "parts" (contiguous parts, each shuffled
+  // on its own: the order of a .rec file's parts). Empty: strided for IDX,
+  // parts with --data (the only way a .rec file is read); set by
+  // finish_train_options.
+  std::string data_sharding;
   std::string optimizer = "sgd";  // "sgd" | "adam"
   double momentum = 0.9;          // SGD only
   double weight_decay = 0;

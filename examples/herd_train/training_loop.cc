@@ -18,6 +18,7 @@
 
 #include "herd/error.h"
 #include "herd/herd.h"
+#include "herd/tensor.h"
 #include "herd/train/checkpoint.h"
 #include "herd/train/progress.h"
 #include "herd/train/sampler.h"
@@ -25,6 +26,7 @@
 #include "herd_train/gradient_exchange.h"
 #include "herd_train/idx_dataset.h"
 #include "herd_train/mlp.h"
+#include "herd_train/rec_dataset.h"
 
 namespace herd_train {
 namespace {
@@ -80,14 +82,13 @@ std::string progress_text(int epoch, int epochs, int64_t step, int64_t steps, do
   return text;
 }
 
-// Fraction right on the test set: each rank predicts samples rank, rank + R,
-// ... and the counts are summed over the ranks.
-double test_accuracy(Mlp& mlp, const Dataset& test, int rank, int ranks) {
+// Fraction right on the test set: each rank predicts its samples `indices`,
+// in chunks of 1000 from the first, and the counts are summed over the ranks.
+// Every sample of the test set is some rank's exactly once.
+double test_accuracy(Mlp& mlp, const Dataset& test, const std::vector<int64_t>& indices) {
   const int64_t chunk = 1000;
   std::vector<float> inputs;
-  std::vector<int64_t> indices;
   double correct = 0, count = 0;
-  for (int64_t i = rank; i < test.count; i += ranks) indices.push_back(i);
   for (std::size_t start = 0; start < indices.size(); start += chunk) {
     const std::size_t n = std::min<std::size_t>(chunk, indices.size() - start);
     inputs.resize(n * test.features());
@@ -143,6 +144,130 @@ int64_t metadata_integer(const herd::Checkpoint& ck, const std::string& path, co
   return value;
 }
 
+// Every rank's message (empty: no failure) to every rank, so that a failure
+// found by some ranks (a bad record in their part of a file) ends every
+// rank with the same text. Throws herd::Error with the failures when any
+// rank has one: "on rank R: message" each, or the message alone when every
+// rank failed alike.
+void share_failures(const std::string& name, const std::string& message) {
+  const int ranks = herd::size();
+  std::vector<double> lengths(static_cast<std::size_t>(ranks), 0.0);
+  lengths[static_cast<std::size_t>(herd::rank())] = static_cast<double>(message.size());
+  allreduce_sum(name + "/lengths", lengths);
+  if (std::all_of(lengths.begin(), lengths.end(), [](double l) { return l == 0; })) return;
+  // One byte more than the message, so that no rank contributes nothing.
+  std::vector<uint8_t> bytes(message.begin(), message.end());
+  bytes.push_back(0);
+  herd::Tensor gathered;
+  herd::allgather(
+      name + "/messages",
+      herd::TensorView{bytes.data(), herd::DataType::kUInt8, {static_cast<int64_t>(bytes.size())}},
+      &gathered);
+  const char* text = gathered.data_as<char>();
+  std::vector<std::pair<int, std::string>> failures;
+  for (int r = 0; r < ranks; ++r) {
+    const auto length = static_cast<std::size_t>(lengths[static_cast<std::size_t>(r)]);
+    if (length > 0) failures.emplace_back(r, std::string(text, length));
+    text += length + 1;
+  }
+  const bool alike = static_cast<int>(failures.size()) == ranks &&
+                     std::all_of(failures.begin(), failures.end(), [&](const auto& f) {
+                       return f.second == failures.front().second;
+                     });
+  if (alike) throw herd::Error(failures.front().second);
+  std::string all;
+  for (const auto& [r, text_of_rank] : failures) {
+    all += (all.empty() ? "" : "; ") + std::string("on rank ") + std::to_string(r) + ": " +
+           text_of_rank;
+  }
+  throw herd::Error(all);
+}
+
+// Every rank's value, in rank order.
+std::vector<int64_t> gather_counts(const std::string& name, int64_t value) {
+  std::vector<double> values(static_cast<std::size_t>(herd::size()), 0.0);
+  values[static_cast<std::size_t>(herd::rank())] = static_cast<double>(value);
+  allreduce_sum(name, values);
+  return std::vector<int64_t>(values.begin(), values.end());
+}
+
+std::string join_counts(const std::vector<int64_t>& counts) {
+  std::string text;
+  for (int64_t c : counts) text += (text.empty() ? "" : ", ") + std::to_string(c);
+  return text;
+}
+
+// The training or test data as this rank sees it.
+struct DataSource {
+  std::string description;  // for the banner
+  std::unique_ptr<RecDataset> rec;
+  std::vector<int64_t> part_sizes;  // every rank's part of `rec`, in rank order
+};
+
+// "train.rec by index (train.idx), 60000 records in parts of 30000, 30000".
+std::string describe_rec(const RecDataset& rec, const std::vector<int64_t>& part_sizes) {
+  int64_t total = 0;
+  for (int64_t c : part_sizes) total += c;
+  return rec.path() +
+         (rec.index_path().empty() ? " by byte range" : " by index (" + rec.index_path() + ")") +
+         ", " + std::to_string(total) + " records of " + std::to_string(rec.features()) +
+         " pixels in parts of " + join_counts(part_sizes);
+}
+
+// A part of nothing cannot be read for a whole epoch: refused on every rank.
+void check_parts_not_empty(const std::string& what, const std::vector<int64_t>& part_sizes) {
+  for (std::size_t p = 0; p < part_sizes.size(); ++p) {
+    if (part_sizes[p] == 0) {
+      throw herd::Error(what + ": part " + std::to_string(p) + " of " +
+                        std::to_string(part_sizes.size()) +
+                        " (one per worker) holds no records; the parts hold " +
+                        join_counts(part_sizes) + ": use fewer workers or more records");
+    }
+  }
+}
+
+// This rank's parts of --data and --val-data (when given), every record read
+// and checked once before training, the test part kept in `test`: a bad
+// record anywhere ends every rank, before the first step, with its file and
+// offset (a rank that failed alone within an epoch could only leave the
+// others waiting). `idx_features`: the IDX training images' size, when
+// --data is not given.
+void open_rec_sources(const TrainOptions& o, int64_t idx_features, DataSource* train,
+                      DataSource* test_source, Dataset* test) {
+  const int rank = herd::rank();
+  const int ranks = herd::size();
+  std::string failure;
+  try {
+    if (!o.data.empty()) {
+      train->rec = std::make_unique<RecDataset>(o.data, rank, ranks);
+      train->rec->read_part(o.data_threads, /*keep=*/false);
+    }
+    if (!o.val_data.empty()) {
+      test_source->rec = std::make_unique<RecDataset>(o.val_data, rank, ranks);
+      *test = test_source->rec->read_part(o.data_threads, /*keep=*/true);
+    }
+    const int64_t train_features = train->rec ? train->rec->features() : idx_features;
+    if (test_source->rec && test_source->rec->features() != train_features) {
+      throw herd::Error(o.val_data + "'s records hold " +
+                        std::to_string(test_source->rec->features()) + " pixels, but " +
+                        (train->rec ? o.data + "'s" : std::string("the IDX training images")) +
+                        " hold " + std::to_string(train_features) +
+                        "; the test images must be the training images' size");
+    }
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  share_failures("herd_train/data_check", failure);
+  for (auto [source, name] : {std::pair<DataSource*, const char*>{train, "train"},
+                              std::pair<DataSource*, const char*>{test_source, "test"}}) {
+    if (!source->rec) continue;
+    source->part_sizes =
+        gather_counts(std::string("herd_train/") + name + "_parts", source->rec->count());
+    check_parts_not_empty(source->rec->path(), source->part_sizes);
+    source->description = describe_rec(*source->rec, source->part_sizes);
+  }
+}
+
 }  // namespace
 
 int run_training(const TrainOptions& o) {
@@ -150,18 +275,40 @@ int run_training(const TrainOptions& o) {
   const int ranks = herd::size();
   const bool print = rank == 0;
 
+  // The IDX files are read for what no .rec file replaces; --data without
+  // --val-data trains with no test set.
+  const bool rec_train = !o.data.empty();
+  const bool has_test = !rec_train || !o.val_data.empty();
   std::string dir;
-  try {
-    dir = find_fashion_mnist_dir(o.data_dir);
-  } catch (const herd::Error& e) {
-    if (print) std::fprintf(stderr, "herd-train: %s\n", e.what());
-    return kExitDataMissing;
+  if (!rec_train || o.val_data.empty()) {
+    try {
+      dir = find_fashion_mnist_dir(o.data_dir);
+    } catch (const herd::Error& e) {
+      if (print) std::fprintf(stderr, "herd-train: %s\n", e.what());
+      return kExitDataMissing;
+    }
   }
-  const Dataset train = load_fashion_mnist(dir, Split::kTrain);
-  const Dataset test = load_fashion_mnist(dir, Split::kTest);
+  const Dataset train = rec_train ? Dataset{} : load_fashion_mnist(dir, Split::kTrain);
+  Dataset test = has_test && o.val_data.empty() ? load_fashion_mnist(dir, Split::kTest) : Dataset{};
+
+  DataSource train_source, test_source;
+  open_rec_sources(o, train.features(), &train_source, &test_source, &test);
+  const int64_t features = rec_train ? train_source.rec->features() : train.features();
+  // This rank's test samples: all of its part of --val-data; of the IDX test
+  // set, positions rank, rank + R, ... or, with --data-sharding parts, its
+  // contiguous part (the samples a .rec file of it gives this rank).
+  std::vector<int64_t> test_indices;
+  if (test_source.rec) {
+    for (int64_t i = 0; i < test.count; ++i) test_indices.push_back(i);
+  } else if (o.data_sharding == "parts") {
+    const auto [first, last] = herd::contiguous_part(test.count, rank, ranks);
+    for (int64_t i = first; i < last; ++i) test_indices.push_back(i);
+  } else {
+    for (int64_t i = rank; i < test.count; i += ranks) test_indices.push_back(i);
+  }
 
   MlpOptions mlp_options;
-  mlp_options.sizes = {train.features()};
+  mlp_options.sizes = {features};
   mlp_options.sizes.insert(mlp_options.sizes.end(), o.hidden.begin(), o.hidden.end());
   mlp_options.sizes.push_back(kNumClasses);
   mlp_options.seed = o.seed;
@@ -197,17 +344,46 @@ int run_training(const TrainOptions& o) {
     data_seed = resume->seed;
   }
 
+  // Strided: one shuffled order, rank r takes positions r, r + R, ...
+  // (drop_last: floor(n / R) each), whole batches only. Parts: each rank its
+  // own part (of the .rec file, or a contiguous part of the IDX samples),
+  // shuffled on its own; every rank runs ceil(largest part / batch) steps,
+  // a smaller part repeating its first samples (round_batch).
+  const bool by_parts = o.data_sharding == "parts";
   herd::DistributedSampler sampler(train.count, ranks, rank, data_seed, /*shuffle=*/true,
                                    /*drop_last=*/true);
-  int64_t steps_per_epoch = sampler.num_samples() / o.batch_size;
+  int64_t part_first = 0;  // an IDX part's first sample
+  int64_t part_size = 0;
+  int64_t largest_part = 0;
+  if (rec_train) {
+    part_size = train_source.rec->count();
+    largest_part =
+        *std::max_element(train_source.part_sizes.begin(), train_source.part_sizes.end());
+  } else if (by_parts) {
+    const auto [first, last] = herd::contiguous_part(train.count, rank, ranks);
+    part_first = first;
+    part_size = last - first;
+    largest_part = herd::contiguous_part(train.count, 0, ranks).second;
+    std::vector<int64_t> sizes;
+    for (int p = 0; p < ranks; ++p) {
+      const auto part = herd::contiguous_part(train.count, p, ranks);
+      sizes.push_back(part.second - part.first);
+    }
+    check_parts_not_empty("the IDX training set (--data-sharding parts)", sizes);
+  }
+  const int64_t samples_per_rank = by_parts ? largest_part : sampler.num_samples();
+  int64_t steps_per_epoch = by_parts ? (largest_part + o.batch_size - 1) / o.batch_size
+                                     : sampler.num_samples() / o.batch_size;
   if (o.max_steps_per_epoch > 0) steps_per_epoch = std::min(steps_per_epoch, o.max_steps_per_epoch);
   // Whole updates only, so that no accumulation straddles an epoch (or a checkpoint).
   steps_per_epoch -= steps_per_epoch % o.gradient_accumulation;
   if (steps_per_epoch <= 0) {
-    throw herd::Error("an epoch has no complete step: " + std::to_string(sampler.num_samples()) +
+    throw herd::Error("an epoch has no complete step: " + std::to_string(samples_per_rank) +
                       " samples per rank, --batch-size " + std::to_string(o.batch_size) +
                       ", --gradient-accumulation " + std::to_string(o.gradient_accumulation));
   }
+  const herd::PartSampler part_sampler(by_parts ? part_size : 0,
+                                       by_parts ? steps_per_epoch * o.batch_size : 0, data_seed);
   if (start_step > 0) {
     const int64_t written = metadata_integer(*resume, o.checkpoint, kStepsPerEpochKey);
     if (written != steps_per_epoch) {
@@ -228,8 +404,19 @@ int run_training(const TrainOptions& o) {
     if (o.num_servers > 0) {
       std::printf(" and %d parameter server%s", o.num_servers, o.num_servers == 1 ? "" : "s");
     }
-    std::printf(", Fashion-MNIST from %s: %" PRId64 " train, %" PRId64 " test samples\n",
-                dir.c_str(), train.count, test.count);
+    if (!rec_train && !test_source.rec) {
+      std::printf(", Fashion-MNIST from %s: %" PRId64 " train, %" PRId64 " test samples\n",
+                  dir.c_str(), train.count, test.count);
+    } else {
+      const std::string idx_train =
+          "Fashion-MNIST from " + dir + ", " + std::to_string(train.count) + " samples";
+      const std::string idx_test =
+          has_test ? "Fashion-MNIST from " + dir + ", " + std::to_string(test.count) + " samples"
+                   : "none (no --val-data)";
+      std::printf("\n  train: %s\n  test: %s\n",
+                  (rec_train ? train_source.description : idx_train).c_str(),
+                  (test_source.rec ? test_source.description : idx_test).c_str());
+    }
     std::printf("  model mlp %s, %" PRId64 " parameters in %zu tensors\n",
                 join_sizes(mlp.sizes()).c_str(), mlp.num_parameters(), params.size());
     std::printf("%s", describe_train_options(o).c_str());
@@ -274,8 +461,13 @@ int run_training(const TrainOptions& o) {
     sampler.set_epoch(epoch);
     // A resumed epoch skips the batches done before the commit it resumes.
     const int64_t first_step = epoch == start_epoch ? start_step : 0;
-    std::vector<int64_t> indices = sampler.indices();
+    std::vector<int64_t> indices = by_parts ? part_sampler.indices(epoch) : sampler.indices();
     indices.erase(indices.begin(), indices.begin() + first_step * o.batch_size);
+    // An IDX part's positions become sample indices; a .rec part's stay
+    // positions within the part.
+    if (by_parts && !rec_train) {
+      for (int64_t& i : indices) i += part_first;
+    }
     herd::ProgressDisplay progress(stderr, progress_style, progress_interval, epoch_start);
     double loss_sum = 0;
     // --data-threads workers gather this epoch's batches (the samples of
@@ -284,9 +476,21 @@ int run_training(const TrainOptions& o) {
     // step order, so results do not depend on the thread count. With the data
     // in memory this saves only the copies (a small gain). The loader joins
     // its threads when it goes out of scope, also on an exception.
-    BatchLoader loader(train, indices, o.batch_size, steps_per_epoch - first_step, o.data_threads);
+    //
+    // From a .rec file, RecBatchLoader reads the batches' records the same
+    // way (herd::data::RecordPrefetcher on --data-threads threads, at most
+    // 2 x data-threads batches ahead) and decodes them on this thread.
+    std::unique_ptr<BatchLoader> loader;
+    std::unique_ptr<RecBatchLoader> rec_loader;
+    if (rec_train) {
+      rec_loader = std::make_unique<RecBatchLoader>(*train_source.rec, indices, o.batch_size,
+                                                    steps_per_epoch - first_step, o.data_threads);
+    } else {
+      loader = std::make_unique<BatchLoader>(train, indices, o.batch_size,
+                                             steps_per_epoch - first_step, o.data_threads);
+    }
     for (int64_t step = first_step; step < steps_per_epoch; ++step) {
-      const BatchLoader::Batch& batch = loader.next();
+      const BatchLoader::Batch& batch = rec_loader ? rec_loader->next() : loader->next();
       // An update's rate is the schedule's at its first pass (a KVStore
       // counts updates, each --gradient-accumulation passes long).
       const double position =
@@ -340,7 +544,7 @@ int run_training(const TrainOptions& o) {
     const int64_t steps_run = steps_per_epoch - first_step;
     std::vector<double> loss_totals = {loss_sum, static_cast<double>(steps_run)};
     allreduce_sum("herd_train/train_loss", loss_totals);
-    const double accuracy = test_accuracy(mlp, test, rank, ranks);
+    const double accuracy = has_test ? test_accuracy(mlp, test, test_indices) : 0.0;
 
     if (!o.checkpoint.empty() && rank == 0) {
       exchange->save_checkpoint(o.checkpoint, global_step, epoch + 1, data_seed, description);
@@ -349,8 +553,13 @@ int run_training(const TrainOptions& o) {
     if (print) {
       const double samples =
           static_cast<double>(steps_run) * static_cast<double>(o.batch_size) * ranks;
-      std::printf("%5d %10.4f %8.2f%% %12.0f %9.2f\n", epoch + 1, loss_totals[0] / loss_totals[1],
-                  accuracy * 100, samples / train_seconds, epoch_seconds);
+      if (has_test) {
+        std::printf("%5d %10.4f %8.2f%% %12.0f %9.2f\n", epoch + 1, loss_totals[0] / loss_totals[1],
+                    accuracy * 100, samples / train_seconds, epoch_seconds);
+      } else {
+        std::printf("%5d %10.4f %9s %12.0f %9.2f\n", epoch + 1, loss_totals[0] / loss_totals[1],
+                    "-", samples / train_seconds, epoch_seconds);
+      }
       std::fflush(stdout);
     }
   }

@@ -1,5 +1,7 @@
 // herd::DistributedSampler: which samples of a dataset each rank reads in an
-// epoch, as torch.utils.data.DistributedSampler chooses them.
+// epoch, as torch.utils.data.DistributedSampler chooses them. herd::PartSampler
+// (below): the order in which a worker reads a contiguous part of its own, as
+// MXNet's record iterators do with num_parts and part_index.
 //
 // Every rank builds a sampler with the same dataset size, number of replicas,
 // seed and options, and its own rank; no communication is needed because the
@@ -32,6 +34,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace herd {
@@ -76,6 +79,50 @@ class DistributedSampler {
   bool drop_last_;
   int64_t num_samples_;
   int64_t epoch_ = 0;
+};
+
+// Part `part_index` of `n` samples split into `num_parts` contiguous parts,
+// as [first, second): [p * s, min((p + 1) * s, n)) with s = ceil(n / parts),
+// empty when p * s >= n. This is how dmlc-core splits a RecordIO file by its
+// .idx (10 samples in 7 parts: 2, 2, 2, 2, 2, 0, 0); part 0 is the largest.
+// Throws herd::Error naming the value when n < 0, num_parts < 1 or
+// part_index is outside [0, num_parts).
+std::pair<int64_t, int64_t> contiguous_part(int64_t n, int part_index, int num_parts);
+
+// herd::PartSampler: the order of one worker's own part of a dataset in an
+// epoch, where each worker reads a part of its own (a RecordIO file's part,
+// or a contiguous_part) rather than a stride of one global order.
+//
+// An epoch's indices are positions 0..part_size-1 within the part:
+//   1. order: epoch_permutation(part_size, seed, epoch) when shuffle is on
+//      (the same permutation as DistributedSampler's), else 0..part_size-1;
+//   2. length: the order repeated from its start as often as needed to make
+//      num_samples entries, or cut to num_samples. Parts of different sizes
+//      thus give the same number of samples, so every worker runs the same
+//      number of steps: pass num_samples = the largest part rounded up to
+//      whole batches, and a shorter part's last batches repeat its first
+//      samples, as MXNet's round_batch pads the last batch.
+// A pure function of (part_size, num_samples, seed, epoch): no communication.
+class PartSampler {
+ public:
+  // Throws herd::Error naming the values when part_size < 0, num_samples < 0,
+  // or part_size == 0 while num_samples > 0 (an empty part has nothing to
+  // repeat).
+  PartSampler(int64_t part_size, int64_t num_samples, uint64_t seed = 0, bool shuffle = true);
+
+  // The positions within the part that this worker reads in `epoch`, in order.
+  std::vector<int64_t> indices(int64_t epoch) const;
+
+  int64_t part_size() const { return part_size_; }
+  int64_t num_samples() const { return num_samples_; }
+  uint64_t seed() const { return seed_; }
+  bool shuffle() const { return shuffle_; }
+
+ private:
+  int64_t part_size_;
+  int64_t num_samples_;
+  uint64_t seed_;
+  bool shuffle_;
 };
 
 }  // namespace herd

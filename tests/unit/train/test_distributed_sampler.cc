@@ -1,9 +1,12 @@
 // herd::DistributedSampler against torch's DistributedSampler algorithm and
-// the documented permutation, both rewritten here from their descriptions.
+// the documented permutation, both rewritten here from their descriptions;
+// contiguous_part and PartSampler against dmlc-core's split by index and
+// MXNet's round_batch padding, likewise.
 #include <algorithm>
 #include <cstdint>
 #include <map>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -196,6 +199,103 @@ TEST_CASE("invalid sampler arguments are refused, naming the value", "[sampler]"
   CHECK(s.seed() == 8);
   CHECK(s.shuffle());
   CHECK(s.drop_last());
+}
+
+TEST_CASE("contiguous parts are dmlc-core's split by index", "[sampler]") {
+  // Hand-computed: 10 in 7 parts of ceil(10 / 7) = 2.
+  const std::vector<std::pair<int64_t, int64_t>> ten_in_seven = {{0, 2},  {2, 4},   {4, 6},  {6, 8},
+                                                                 {8, 10}, {10, 10}, {10, 10}};
+  for (int p = 0; p < 7; ++p) CHECK(contiguous_part(10, p, 7) == ten_in_seven[p]);
+  CHECK(contiguous_part(60000, 0, 2) == std::pair<int64_t, int64_t>{0, 30000});
+  CHECK(contiguous_part(60000, 1, 2) == std::pair<int64_t, int64_t>{30000, 60000});
+  CHECK(contiguous_part(7, 2, 3) == std::pair<int64_t, int64_t>{6, 7});
+  CHECK(contiguous_part(0, 0, 1) == std::pair<int64_t, int64_t>{0, 0});
+  CHECK(contiguous_part(1, 1, 2) == std::pair<int64_t, int64_t>{1, 1});
+  // The parts, in part order, are 0..n-1 once each; none is larger than part 0.
+  for (int64_t n : {0, 1, 5, 12, 13, 100}) {
+    for (int parts = 1; parts <= 9; ++parts) {
+      INFO("n " << n << " parts " << parts);
+      int64_t next = 0;
+      const int64_t largest = contiguous_part(n, 0, parts).second;
+      for (int p = 0; p < parts; ++p) {
+        const auto [first, last] = contiguous_part(n, p, parts);
+        CHECK(first == next);
+        CHECK(last >= first);
+        CHECK(last - first <= largest);
+        next = last;
+      }
+      CHECK(next == n);
+    }
+  }
+  CHECK_THROWS_WITH(contiguous_part(-1, 0, 1), Catch::Contains("n -1"));
+  CHECK_THROWS_WITH(contiguous_part(10, 0, 0), Catch::Contains("num_parts 0"));
+  CHECK_THROWS_WITH(contiguous_part(10, 3, 3), Catch::Contains("part_index 3"));
+  CHECK_THROWS_WITH(contiguous_part(10, -1, 3), Catch::Contains("part_index -1"));
+}
+
+// MXNet's round_batch on a list: the order, then its first entries again (as
+// often as needed) until the length is reached; or the order cut short.
+Indices round_batch(const Indices& order, int64_t length) {
+  Indices out;
+  while (static_cast<int64_t>(out.size()) < length) {
+    for (int64_t x : order) {
+      if (static_cast<int64_t>(out.size()) == length) break;
+      out.push_back(x);
+    }
+  }
+  return out;
+}
+
+TEST_CASE("a part's order is its permutation, repeated from its start to the length", "[sampler]") {
+  // Hand-written: 3 samples to 7, unshuffled.
+  CHECK(PartSampler(3, 7, 1, false).indices(0) == Indices{0, 1, 2, 0, 1, 2, 0});
+  CHECK(PartSampler(5, 2, 1, false).indices(4) == Indices{0, 1});
+  CHECK(PartSampler(0, 0).indices(0).empty());
+  CHECK(PartSampler(4, 0).indices(0).empty());
+  for (int64_t size : {1, 2, 5, 30}) {
+    for (int64_t length : {0, 1, 5, 29, 30, 31, 64, 95}) {
+      for (int64_t epoch : {0, 1, 6}) {
+        INFO("part " << size << " length " << length << " epoch " << epoch);
+        const PartSampler sampler(size, length, 42);
+        const Indices expected = round_batch(documented_permutation(size, 42, epoch), length);
+        CHECK(sampler.indices(epoch) == expected);
+      }
+    }
+  }
+  // Every epoch a new order, the same for the same seed; the seed matters.
+  const PartSampler a(64, 64, 9), b(64, 64, 9), c(64, 64, 10);
+  CHECK(a.indices(0) != a.indices(1));
+  CHECK(a.indices(3) == b.indices(3));
+  CHECK(a.indices(3) != c.indices(3));
+  CHECK(a.part_size() == 64);
+  CHECK(a.num_samples() == 64);
+  CHECK(a.seed() == 9);
+  CHECK(a.shuffle());
+}
+
+TEST_CASE("parts of different sizes give every worker the same number of steps", "[sampler]") {
+  // 10 samples on 4 workers, batch 2: parts 3, 3, 3, 1; the largest takes
+  // ceil(3 / 2) = 2 steps, so every part gives 4 samples.
+  const int64_t n = 10, batch = 2;
+  const int64_t largest = contiguous_part(n, 0, 4).second;
+  const int64_t length = (largest + batch - 1) / batch * batch;
+  CHECK(length == 4);
+  for (int p = 0; p < 4; ++p) {
+    const auto [first, last] = contiguous_part(n, p, 4);
+    const Indices positions = PartSampler(last - first, length, 3).indices(2);
+    CHECK(static_cast<int64_t>(positions.size()) == length);
+    const Indices order = documented_permutation(last - first, 3, 2);
+    CHECK(positions == round_batch(order, length));
+  }
+  // The last part (1 sample) repeats it 4 times.
+  CHECK(PartSampler(1, 4, 3).indices(2) == Indices{0, 0, 0, 0});
+}
+
+TEST_CASE("invalid part sampler arguments are refused, naming the values", "[sampler]") {
+  CHECK_THROWS_WITH(PartSampler(-1, 0), Catch::Contains("part_size -1"));
+  CHECK_THROWS_WITH(PartSampler(3, -2), Catch::Contains("num_samples -2"));
+  CHECK_THROWS_WITH(PartSampler(0, 5),
+                    Catch::Contains("part_size 0") && Catch::Contains("num_samples 5"));
 }
 
 }  // namespace
