@@ -9,7 +9,8 @@
 # cache, times `cat FILE > /dev/null` (best of RECORDIO_READ_REPEAT runs,
 # default 3) and then herd-recordio-bench read: one row per reader (the
 # sequential RecordReader, parts 2 and 4 by byte range and by index on as many
-# threads, the prefetcher on 1, 2 and 4 threads), each the best of as many
+# threads, the prefetcher on 1, 2 and 4 threads holding about 4 MiB of
+# records), each the best of as many
 # runs, with its share of cat's speed (docs/performance.md, "Reading RecordIO
 # files"). Each file is removed before the next is written. Build first
 # (scripts/build.sh, or HERD_BUILD_DIR); measure on a machine that runs
@@ -53,7 +54,11 @@ for size in "${sizes[@]}"; do
   cat "$rec" >/dev/null
   cat "$rec" >/dev/null
   seconds="$(cat_seconds "$rec")"
-  "$bench" read "$rec" --repeat "$repeat" --cat-seconds "$seconds"
+  # The prefetcher holds about 4 MiB of records (at least 64): with fewer
+  # small records in flight its threads wake each other for every few.
+  capacity=$(( 4194304 / $(numfmt --from=iec "$size") ))
+  (( capacity >= 64 )) || capacity=64
+  "$bench" read "$rec" --repeat "$repeat" --cat-seconds "$seconds" --capacity "$capacity"
   rm -f "$rec" "$dir/bench.idx"
 done
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"

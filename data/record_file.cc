@@ -61,6 +61,18 @@ using detail::kPartHeaderSize;
 
 // seek_record_head reads this many bytes at a time.
 constexpr std::size_t kScanChunk = std::size_t{64} << 10;
+// read_at reads a record of up to this many bytes with its header in one
+// call; without a hint it expects kDefaultSpan.
+constexpr std::size_t kMaxWindow = std::size_t{64} << 10;
+constexpr std::size_t kDefaultSpan = 1024;
+
+// The window read_at reads headers into: one per thread, as RecordFile's
+// readers are concurrent, and not on the stack, which would make each call
+// touch 64 KiB of it.
+std::vector<uint8_t>& read_window() {
+  thread_local std::vector<uint8_t> window(kMaxWindow);
+  return window;
+}
 
 }  // namespace
 
@@ -86,6 +98,11 @@ RecordFile& RecordFile::operator=(RecordFile&& other) noexcept {
 }
 
 uint64_t RecordFile::read_at(uint64_t offset, std::vector<uint8_t>* record) const {
+  return read_at(offset, record, kDefaultSpan);
+}
+
+uint64_t RecordFile::read_at(uint64_t offset, std::vector<uint8_t>* record,
+                             uint64_t expected_span) const {
   detail::check_head_offset(path_, offset, size_);
   if (offset == size_) {
     detail::throw_framing_error(
@@ -94,20 +111,31 @@ uint64_t RecordFile::read_at(uint64_t offset, std::vector<uint8_t>* record) cons
   }
   uint64_t position = offset;
   int previous_cflag = -1;
+  // A part's header comes with the data expected after it in one pread, so
+  // a small record costs one system call, not two: random reads of small
+  // records are bound by the calls. A large one is read straight into the
+  // record after its header, as copying it through the window would cost
+  // more than the call saved.
+  std::vector<uint8_t>& window = read_window();
+  const uint64_t span_end = offset + (expected_span <= kMaxWindow ? expected_span : 0);
   for (;;) {
-    uint8_t header[kPartHeaderSize];
-    const uint64_t available = std::min<uint64_t>(size_ - position, kPartHeaderSize);
-    if (detail::read_fully(fd_, header, available, position, path_) < kPartHeaderSize) {
-      detail::throw_truncated_header(path_, position, available, size_);
-    }
+    const uint64_t expected =
+        std::max<uint64_t>(span_end > position ? span_end - position : 0, kPartHeaderSize);
+    const std::size_t wanted =
+        static_cast<std::size_t>(std::min<uint64_t>(size_ - position, expected));
+    const std::size_t got = detail::read_fully(fd_, window.data(), wanted, position, path_);
+    if (got < kPartHeaderSize) detail::throw_truncated_header(path_, position, got, size_);
     const detail::PartHeader part =
-        detail::parse_part_header(header, previous_cflag, path_, position, size_);
+        detail::parse_part_header(window.data(), previous_cflag, path_, position, size_);
     // A first part resizes the vector from what it held: no bytes are zeroed
     // when it held a record at least as long.
     const std::size_t at = previous_cflag < 0 ? 0 : record->size();
     record->resize(at + part.length);
-    if (detail::read_fully(fd_, record->data() + at, part.length, position + kPartHeaderSize,
-                           path_) < part.length) {
+    const std::size_t in_window = std::min<std::size_t>(part.length, got - kPartHeaderSize);
+    std::memcpy(record->data() + at, window.data() + kPartHeaderSize, in_window);
+    const std::size_t rest = part.length - in_window;
+    if (rest > 0 && detail::read_fully(fd_, record->data() + at + in_window, rest,
+                                       position + kPartHeaderSize + in_window, path_) < rest) {
       detail::throw_framing_error(path_, position,
                                   "truncated: the file ended while the part was read (it shrank "
                                   "after it was opened)");

@@ -240,12 +240,28 @@ RecordShard RecordShard::by_index(const std::string& rec_path, const std::string
 }
 
 void RecordShard::read(const RecordLocation& where, std::vector<uint8_t>* record) const {
+  check_file(where);
+  files_[where.file].read_at(where.offset, record);
+}
+
+void RecordShard::check_file(const RecordLocation& where) const {
   if (where.file >= files_.size()) {
     throw Error("RecordShard: a record of file #" + std::to_string(where.file) +
                     " asked for, where the shard has " + std::to_string(files_.size()) + " files",
                 ErrorKind::kInvalidArgument);
   }
-  files_[where.file].read_at(where.offset, record);
+}
+
+void RecordShard::read(std::size_t i, std::vector<uint8_t>* record) const {
+  const RecordLocation& where = records_.at(i);
+  check_file(where);
+  const RecordFile& file = files_[where.file];
+  // The records are in file order: this one ends where the next of its file
+  // begins, or (as far as the hint goes) at the file's end.
+  const bool next_in_file = i + 1 < records_.size() && records_[i + 1].file == where.file &&
+                            records_[i + 1].offset > where.offset;
+  const uint64_t end = next_in_file ? records_[i + 1].offset : file.size();
+  file.read_at(where.offset, record, end - where.offset);
 }
 
 std::string RecordShard::describe(const RecordLocation& where) const {

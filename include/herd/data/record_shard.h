@@ -74,12 +74,15 @@ class RecordShard {
 
   // Reads one record (thread-safe: pread).
   void read(const RecordLocation& where, std::vector<uint8_t>* record) const;
-  void read(std::size_t i, std::vector<uint8_t>* record) const { read(records_.at(i), record); }
+  // The part's record i; it reads small records with their header in one
+  // call, knowing where the next one starts.
+  void read(std::size_t i, std::vector<uint8_t>* record) const;
   // "PATH at byte OFFSET", for error messages about a record.
   std::string describe(const RecordLocation& where) const;
 
  private:
   RecordShard() = default;
+  void check_file(const RecordLocation& where) const;
   ShardMode mode_ = ShardMode::kByteRange;
   int part_index_ = 0;
   int num_parts_ = 1;

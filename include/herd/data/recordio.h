@@ -85,6 +85,11 @@ class RecordFile {
   // head, or size() after the last one. Throws herd::Error naming the file
   // and offset when `offset` is not a record head or the framing is broken.
   uint64_t read_at(uint64_t offset, std::vector<uint8_t>* record) const;
+  // The same, told that the record probably takes `expected_span` bytes
+  // from `offset` (the next record's offset minus this one's, as a shard or
+  // an index knows): a record of up to 64 KiB is then read with its header
+  // in one system call. A wrong guess costs time, never correctness.
+  uint64_t read_at(uint64_t offset, std::vector<uint8_t>* record, uint64_t expected_span) const;
   // Whether `offset` (4-aligned, else false) holds kRecordMagic followed by
   // an lrec whose cflag is 0 or 1.
   bool is_record_head(uint64_t offset) const;

@@ -325,6 +325,43 @@ TEST_CASE("Records longer than the reader's buffer and across its edges", "[data
   CHECK(offset == file.size());
 }
 
+TEST_CASE("read_at's expected span changes how it reads, never what", "[data][recordio]") {
+  RecordTempDir dir;
+  const std::string path = dir.file("spans.rec");
+  std::mt19937 random(23);
+  std::vector<std::vector<uint8_t>> records;
+  // Small and large records, split ones with parts of every length near the
+  // window's, and empty ones.
+  for (std::size_t size : {std::size_t{0}, std::size_t{1}, std::size_t{1020}, std::size_t{1024},
+                           std::size_t{4096}, (std::size_t{64} << 10) - 8, std::size_t{64} << 10,
+                           (std::size_t{64} << 10) + 5, std::size_t{200} << 10}) {
+    records.push_back(random_bytes(random, size));
+    std::vector<uint8_t> split = random_bytes(random, size + 12);
+    for (std::size_t at : {std::size_t{0}, (size / 8) * 4, size + 8}) {
+      std::copy(kMagic.begin(), kMagic.end(), split.begin() + static_cast<std::ptrdiff_t>(at));
+    }
+    records.push_back(split);
+  }
+  write_records(path, records);
+  const RecordFile file(path);
+  std::vector<uint64_t> heads = {0};
+  std::vector<uint8_t> record;
+  for (std::size_t i = 0; i < records.size(); ++i) heads.push_back(file.read_at(heads[i], &record));
+  REQUIRE(heads.back() == file.size());
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const uint64_t span = heads[i + 1] - heads[i];
+    // Exact, short by one word, half, none, long by one word, far too long
+    // (past the end of the file), and larger than the window.
+    for (uint64_t expected :
+         {span, span - 4, span / 2, uint64_t{0}, span + 4, file.size() * 2, uint64_t{1} << 40}) {
+      INFO("record " << i << " (" << records[i].size() << " bytes), expected span " << expected);
+      record.assign(3, 0xff);
+      CHECK(file.read_at(heads[i], &record, expected) == heads[i + 1]);
+      CHECK(record == records[i]);
+    }
+  }
+}
+
 TEST_CASE("Threads read one RecordFile at once", "[data][recordio]") {
   RecordTempDir dir;
   const std::string path = dir.file("shared.rec");
