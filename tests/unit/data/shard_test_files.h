@@ -14,7 +14,7 @@
 
 #include "herd/data/record_index.h"
 #include "herd/data/recordio.h"
-#include "tests/unit/data/recordio_test_files.h"
+#include "tests/unit/test_files.h"
 
 namespace herd::testing {
 

@@ -105,7 +105,7 @@ TEST_CASE("A part outside [0, num_parts) is refused with the numbers", "[data][s
   CHECK_THROWS_WITH(nominal_byte_range(76, 2, 2), Contains("part_index 2") && Contains("= 2"));
   CHECK_THROWS_WITH(nominal_byte_range(76, -1, 2), Contains("part_index -1"));
   CHECK_THROWS_WITH(index_part(10, 0, 0), Contains("num_parts must be at least 1, got 0"));
-  testing::RecordTempDir dir;
+  testing::TempDir dir;
   const std::string rec = dir.file("golden.rec");
   testing::write_file(rec, golden_file());
   CHECK_THROWS_AS(RecordShard::by_byte_range({rec}, 3, 3), Error);
@@ -113,7 +113,7 @@ TEST_CASE("A part outside [0, num_parts) is refused with the numbers", "[data][s
 }
 
 TEST_CASE("By byte range, a part boundary inside a split record", "[data][shard]") {
-  testing::RecordTempDir dir;
+  testing::TempDir dir;
   const std::string rec = dir.file("golden.rec");
   testing::write_file(rec, golden_file());
   const std::vector<Payload> payloads = golden_payloads();
@@ -162,7 +162,7 @@ struct FileSet {
   std::vector<Payload> payloads;  // all of them, in file order
 };
 
-FileSet write_file_set(testing::RecordTempDir& dir, const std::vector<std::size_t>& sizes,
+FileSet write_file_set(testing::TempDir& dir, const std::vector<std::size_t>& sizes,
                        uint64_t seed) {
   FileSet set;
   const std::size_t total = std::accumulate(sizes.begin(), sizes.end(), std::size_t{0});
@@ -180,7 +180,7 @@ FileSet write_file_set(testing::RecordTempDir& dir, const std::vector<std::size_
 }
 
 TEST_CASE("By byte range, the parts together are every record once, in order", "[data][shard]") {
-  testing::RecordTempDir dir;
+  testing::TempDir dir;
   // Several files, one of them empty and one holding a single record, so
   // that boundaries fall in files without a head after them.
   const FileSet set = write_file_set(dir, {40, 0, 1, 25, 60}, 0x73686172);
@@ -217,7 +217,7 @@ TEST_CASE("By byte range, the parts together are every record once, in order", "
 
 TEST_CASE("By byte range, every part count up to the number of records", "[data][shard]") {
   // Few records of a few bytes: parts of every size, many of them empty.
-  testing::RecordTempDir dir;
+  testing::TempDir dir;
   const std::string rec = dir.file("small.rec");
   std::vector<Payload> payloads;
   for (int i = 0; i < 9; ++i) payloads.push_back(Payload(static_cast<std::size_t>(i), 'a' + i));
@@ -235,7 +235,7 @@ TEST_CASE("By byte range, every part count up to the number of records", "[data]
 
 TEST_CASE("By index, parts of ceil(N / parts) records in the order of their offsets",
           "[data][shard]") {
-  testing::RecordTempDir dir;
+  testing::TempDir dir;
   const std::string rec = dir.file("data.rec");
   const std::string idx = dir.file("data.idx");
   const std::vector<Payload> payloads = testing::varied_payloads(53, 0x696e6478);
@@ -273,7 +273,7 @@ TEST_CASE("By index, parts of ceil(N / parts) records in the order of their offs
 }
 
 TEST_CASE("By index, 10 records in 7 parts: 2, 2, 2, 2, 2, 0, 0", "[data][shard]") {
-  testing::RecordTempDir dir;
+  testing::TempDir dir;
   const std::string rec = dir.file("ten.rec");
   const std::string idx = dir.file("ten.idx");
   const std::vector<Payload> payloads = testing::varied_payloads(10, 10);
@@ -291,7 +291,7 @@ TEST_CASE("By index, 10 records in 7 parts: 2, 2, 2, 2, 2, 0, 0", "[data][shard]
 }
 
 TEST_CASE("Bad input to a shard names the file and the offset", "[data][shard]") {
-  testing::RecordTempDir dir;
+  testing::TempDir dir;
   const std::string rec = dir.file("golden.rec");
   testing::write_file(rec, golden_file());
 

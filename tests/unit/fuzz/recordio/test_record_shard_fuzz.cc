@@ -83,7 +83,7 @@ bool read_sequentially(const std::vector<std::string>& paths, std::vector<Payloa
 
 TEST_CASE("shard fuzz: mutated .rec files shard and read, or throw herd::Error",
           "[data][shard][fuzz]") {
-  testing::RecordTempDir dir;
+  testing::TempDir dir;
   const std::string first = dir.file("first.rec");
   const std::string second = dir.file("second.rec");
   const std::string idx = dir.file("second.idx");
@@ -142,7 +142,7 @@ TEST_CASE("shard fuzz: mutated .rec files shard and read, or throw herd::Error",
 
 TEST_CASE("shard fuzz: mutated .idx files shard and read, or throw herd::Error",
           "[data][shard][fuzz]") {
-  testing::RecordTempDir dir;
+  testing::TempDir dir;
   const std::string rec = dir.file("data.rec");
   const std::string idx = dir.file("data.idx");
   const std::vector<uint64_t> offsets = testing::write_records(rec, short_payloads());
