@@ -21,6 +21,7 @@ namespace {
 
 using Catch::Matchers::Contains;
 using testing::Payload;
+using testing::shard_records;
 
 using Range = std::pair<uint64_t, uint64_t>;
 
@@ -53,16 +54,6 @@ std::vector<Payload> golden_payloads() {
           {kM[0], kM[1], kM[2], kM[3], 'w', 'x', 'y', 'z', kM[0], kM[1], kM[2], kM[3], 'q'},
           {},
           {'a', 'b', 'c', 'd', kM[0], kM[1], kM[2], kM[3]}};
-}
-
-std::vector<Payload> read_all(const RecordShard& shard) {
-  std::vector<Payload> records;
-  Payload record;
-  for (std::size_t i = 0; i < shard.size(); ++i) {
-    shard.read(i, &record);
-    records.push_back(record);
-  }
-  return records;
 }
 
 std::vector<uint64_t> offsets_of(const RecordShard& shard) {
@@ -150,7 +141,7 @@ TEST_CASE("By byte range, a part boundary inside a split record", "[data][shard]
         CHECK(shard.byte_ranges()[0].file == 0);
         CHECK(Range{shard.byte_ranges()[0].begin, shard.byte_ranges()[0].end} == c.ranges[p]);
       }
-      for (Payload& record : read_all(shard)) joined.push_back(std::move(record));
+      for (Payload& record : shard_records(shard)) joined.push_back(std::move(record));
     }
     CHECK(joined == payloads);
   }
@@ -203,7 +194,7 @@ TEST_CASE("By byte range, the parts together are every record once, in order", "
       }
       CHECK(in_ranges == shard.size());
       for (const RecordLocation& where : shard.records()) locations.push_back(where);
-      for (Payload& record : read_all(shard)) joined.push_back(std::move(record));
+      for (Payload& record : shard_records(shard)) joined.push_back(std::move(record));
     }
     CHECK(joined == set.payloads);
     // In file order: files ascending, offsets ascending within a file.
@@ -225,7 +216,7 @@ TEST_CASE("By byte range, every part count up to the number of records", "[data]
   for (int parts = 1; parts <= 12; ++parts) {
     std::vector<Payload> joined;
     for (int p = 0; p < parts; ++p) {
-      for (Payload& record : read_all(RecordShard::by_byte_range({rec}, p, parts))) {
+      for (Payload& record : shard_records(RecordShard::by_byte_range({rec}, p, parts))) {
         joined.push_back(std::move(record));
       }
     }
@@ -266,7 +257,7 @@ TEST_CASE("By index, parts of ceil(N / parts) records in the order of their offs
       const std::size_t last = std::min(first + step, payloads.size());
       CHECK(offsets_of(shard) == std::vector<uint64_t>(offsets.begin() + static_cast<long>(first),
                                                        offsets.begin() + static_cast<long>(last)));
-      for (Payload& record : read_all(shard)) joined.push_back(std::move(record));
+      for (Payload& record : shard_records(shard)) joined.push_back(std::move(record));
     }
     CHECK(joined == payloads);
   }
@@ -284,7 +275,7 @@ TEST_CASE("By index, 10 records in 7 parts: 2, 2, 2, 2, 2, 0, 0", "[data][shard]
   for (int p = 0; p < 7; ++p) {
     const RecordShard shard = RecordShard::by_index(rec, idx, p, 7);
     sizes.push_back(shard.size());
-    for (Payload& record : read_all(shard)) joined.push_back(std::move(record));
+    for (Payload& record : shard_records(shard)) joined.push_back(std::move(record));
   }
   CHECK(sizes == std::vector<std::size_t>{2, 2, 2, 2, 2, 0, 0});
   CHECK(joined == payloads);

@@ -38,12 +38,8 @@ std::vector<Payload> short_payloads() {
 
 // Every record of the part, through records() and through byte_ranges().
 std::vector<Payload> read_part(const RecordShard& shard) {
-  std::vector<Payload> records;
+  std::vector<Payload> records = testing::shard_records(shard);
   Payload record;
-  for (std::size_t i = 0; i < shard.size(); ++i) {
-    shard.read(i, &record);
-    records.push_back(record);
-  }
   for (const FileByteRange& range : shard.byte_ranges()) {
     RecordReader reader(shard.files().at(range.file).path(), range.begin, range.end);
     while (reader.next(&record)) {
