@@ -75,6 +75,13 @@ TEST_CASE("IndexedRecordWriter writes \"key\\toffset\\n\" per record, keys in an
   }
 }
 
+TEST_CASE("index_path_for: PATH.idx beside PATH.rec, else the path and .idx", "[data][index]") {
+  CHECK(index_path_for("/data/train.rec") == "/data/train.idx");
+  CHECK(index_path_for("train.rec") == "train.idx");
+  CHECK(index_path_for("/data/train.bin") == "/data/train.bin.idx");
+  CHECK(index_path_for(".rec") == ".rec.idx");
+}
+
 TEST_CASE("read_index takes any whitespace, blank lines and signed keys", "[data][index]") {
   TempDir dir;
   const std::string idx = dir.file("spaces.idx");

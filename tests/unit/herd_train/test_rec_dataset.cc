@@ -96,13 +96,6 @@ void check_sample(const Dataset& data, int64_t row, int64_t k) {
 
 }  // namespace
 
-TEST_CASE("the .idx beside a .rec is PATH.idx", "[rec]") {
-  CHECK(index_path_for("/data/train.rec") == "/data/train.idx");
-  CHECK(index_path_for("train.rec") == "train.idx");
-  CHECK(index_path_for("/data/train.bin") == "/data/train.bin.idx");
-  CHECK(index_path_for(".rec") == ".rec.idx");
-}
-
 TEST_CASE("every part's records decode to the pixels / 255 and labels, in file order", "[rec]") {
   TempDir dir;
   std::vector<uint64_t> offsets;
