@@ -109,6 +109,15 @@ std::vector<IndexLine> parse_index(const std::string& path) {
 
 }  // namespace
 
+std::string index_path_for(const std::string& rec_path) {
+  const std::string suffix = ".rec";
+  if (rec_path.size() > suffix.size() &&
+      rec_path.compare(rec_path.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    return rec_path.substr(0, rec_path.size() - suffix.size()) + ".idx";
+  }
+  return rec_path + ".idx";
+}
+
 std::vector<IndexEntry> read_index(const std::string& idx_path) {
   const std::vector<IndexLine> lines = parse_index(idx_path);
   std::vector<IndexEntry> entries;

@@ -35,15 +35,6 @@ namespace {
 
 using herd::bench::ReadSummary;
 
-std::string default_idx_path(const std::string& rec_path) {
-  const std::string suffix = ".rec";
-  if (rec_path.size() > suffix.size() &&
-      rec_path.compare(rec_path.size() - suffix.size(), suffix.size(), suffix) == 0) {
-    return rec_path.substr(0, rec_path.size() - suffix.size()) + ".idx";
-  }
-  return rec_path + ".idx";
-}
-
 void write_file(const std::string& rec_path, const std::string& idx_path, int64_t total,
                 int64_t record_size) {
   herd::data::IndexedRecordWriter writer(idx_path, rec_path);
@@ -192,7 +183,7 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
 
   CLI11_PARSE(app, argc, argv);
-  if (idx_path.empty()) idx_path = default_idx_path(rec_path);
+  if (idx_path.empty()) idx_path = herd::data::index_path_for(rec_path);
   try {
     if (write->parsed()) {
       write_file(rec_path, idx_path, total, record_size);

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "herd/data/image_record.h"
+#include "herd/data/record_index.h"
 #include "herd/data/recordio.h"
 #include "herd/error.h"
 
@@ -55,18 +56,11 @@ const std::array<float, 256> kPixelValues = [] {
 
 }  // namespace
 
-std::string index_path_for(const std::string& rec_path) {
-  const std::string suffix = ".rec";
-  if (rec_path.size() > suffix.size() &&
-      rec_path.compare(rec_path.size() - suffix.size(), suffix.size(), suffix) == 0) {
-    return rec_path.substr(0, rec_path.size() - suffix.size()) + ".idx";
-  }
-  return rec_path + ".idx";
-}
-
 RecDataset::RecDataset(const std::string& rec_path, int part_index, int num_parts)
     : path_(rec_path),
-      index_path_(file_exists(index_path_for(rec_path)) ? index_path_for(rec_path) : ""),
+      index_path_(file_exists(herd::data::index_path_for(rec_path))
+                      ? herd::data::index_path_for(rec_path)
+                      : ""),
       shard_(open_shard(rec_path, index_path_, part_index, num_parts)) {
   features_ = first_record_features(shard_.files().at(0));
 }

@@ -34,10 +34,6 @@
 
 namespace herd_train {
 
-// The .idx that indexes `rec_path`: PATH.idx for PATH.rec, else
-// rec_path + ".idx".
-std::string index_path_for(const std::string& rec_path);
-
 class RecDataset {
  public:
   // Opens part `part_index` of `num_parts` of `rec_path` and reads the

@@ -76,15 +76,6 @@ void write_whole_file(const std::string& path, const std::string& text) {
   write_whole_file(path, text.data(), text.size());
 }
 
-std::string idx_path_for(const std::string& rec_path) {
-  const std::string suffix = ".rec";
-  if (rec_path.size() > suffix.size() &&
-      rec_path.compare(rec_path.size() - suffix.size(), suffix.size(), suffix) == 0) {
-    return rec_path.substr(0, rec_path.size() - suffix.size()) + ".idx";
-  }
-  return rec_path + ".idx";
-}
-
 std::string directory_of(const std::string& path) {
   const std::size_t slash = path.rfind('/');
   if (slash == std::string::npos) return ".";

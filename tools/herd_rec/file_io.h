@@ -15,8 +15,6 @@ std::vector<uint8_t> read_whole_file(const std::string& path);
 void write_whole_file(const std::string& path, const void* data, std::size_t size);
 void write_whole_file(const std::string& path, const std::string& text);
 
-// "out.rec" -> "out.idx"; a name without ".rec" gets ".idx" appended.
-std::string idx_path_for(const std::string& rec_path);
 // The directory part of `path` ("." when it has none).
 std::string directory_of(const std::string& path);
 // `path` when absolute, else `directory`/`path`.

@@ -23,7 +23,7 @@ PackSummary write_indexed(
     const std::function<uint64_t(herd::data::IndexedRecordWriter&)>& write_records) {
   PackSummary summary;
   summary.rec_path = rec_path;
-  summary.idx_path = idx_path_for(rec_path);
+  summary.idx_path = data::index_path_for(rec_path);
   try {
     herd::data::IndexedRecordWriter writer(summary.idx_path, rec_path);
     summary.records = write_records(writer);

@@ -23,6 +23,10 @@ struct IndexEntry {
   uint64_t offset = 0;
 };
 
+// The .idx beside `rec_path`, as im2rec names the pair: "train.rec" ->
+// "train.idx"; a path not ending in ".rec" gets ".idx" appended.
+std::string index_path_for(const std::string& rec_path);
+
 // The entries of an .idx file in the file's order. Throws herd::Error naming
 // the file and line number of the first bad line.
 std::vector<IndexEntry> read_index(const std::string& idx_path);

@@ -13,8 +13,9 @@
 #include <vector>
 
 #include "herd/data/record_index.h"
+#include "herd/data/record_shard.h"
 #include "herd/data/recordio.h"
-#include "tests/unit/data/recordio_test_files.h"
+#include "tests/unit/test_files.h"
 
 namespace herd::testing {
 
@@ -79,6 +80,17 @@ inline void write_index_lines(const std::string& path, const std::vector<int64_t
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   for (std::size_t i = 0; i < keys.size(); ++i) out << keys[i] << '\t' << offsets[i] << '\n';
   if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+// Every record of the shard, read by index in order.
+inline std::vector<Payload> shard_records(const data::RecordShard& shard) {
+  std::vector<Payload> records;
+  Payload record;
+  for (std::size_t i = 0; i < shard.size(); ++i) {
+    shard.read(i, &record);
+    records.push_back(record);
+  }
+  return records;
 }
 
 }  // namespace herd::testing

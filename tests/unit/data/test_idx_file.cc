@@ -1,26 +1,25 @@
 // herd::data's IDX reader: synthetic files written here byte by byte (plain
 // and gzip-compressed), each way a file can be wrong, and the installed
 // Fashion-MNIST test labels when the Debian package is there.
-#include <zlib.h>
-
 #include <cstdint>
-#include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <catch2/catch.hpp>
 
 #include "herd/data/idx_file.h"
 #include "herd/error.h"
 #include "tests/unit/fuzz/byte_mutator.h"
+#include "tests/unit/gzip_test_file.h"
 
 namespace herd::data {
 namespace {
+
+using herd::testing::read_file;
+using herd::testing::TempDir;
+using herd::testing::write_gzipped;
 
 void put_be32(std::vector<uint8_t>& bytes, uint32_t value) {
   for (int shift = 24; shift >= 0; shift -= 8) bytes.push_back(uint8_t(value >> shift));
@@ -42,44 +41,6 @@ std::vector<uint8_t> expected_data(std::size_t data_bytes) {
   return data;
 }
 
-// A fresh directory under /tmp, removed with its files at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/herd_idx_file_test.XXXXXX";
-    REQUIRE(mkdtemp(pattern) != nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() {
-    for (const std::string& file : files_) std::remove(file.c_str());
-    rmdir(path_.c_str());
-  }
-  const std::string& path() const { return path_; }
-
-  std::string write(const std::string& name, const std::vector<uint8_t>& bytes) {
-    const std::string file = path_ + "/" + name;
-    std::ofstream out(file, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
-    REQUIRE(out.good());
-    files_.push_back(file);
-    return file;
-  }
-
-  std::string write_gzipped(const std::string& name, const std::vector<uint8_t>& bytes) {
-    const std::string file = path_ + "/" + name;
-    gzFile out = gzopen(file.c_str(), "wb");
-    REQUIRE(out != nullptr);
-    REQUIRE(gzwrite(out, bytes.data(), unsigned(bytes.size())) == int(bytes.size()));
-    REQUIRE(gzclose(out) == Z_OK);
-    files_.push_back(file);
-    return file;
-  }
-
- private:
-  std::string path_;
-  std::vector<std::string> files_;
-};
-
 TEST_CASE("IDX files of 1 to 4 dimensions read plain and gzipped", "[idx_file]") {
   TempDir dir;
   const bool gzipped = GENERATE(false, true);
@@ -92,7 +53,7 @@ TEST_CASE("IDX files of 1 to 4 dimensions read plain and gzipped", "[idx_file]")
   for (const Case& c : cases) {
     const auto bytes = idx_bytes(0x800u | uint32_t(c.dims.size()), c.dims, c.bytes);
     const std::string path =
-        gzipped ? dir.write_gzipped("a" + std::to_string(c.dims.size()) + ".gz", bytes)
+        gzipped ? write_gzipped(dir, "a" + std::to_string(c.dims.size()) + ".gz", bytes)
                 : dir.write("a" + std::to_string(c.dims.size()), bytes);
     const IdxArray any = read_idx_file(path);
     CHECK(any.dims == c.dims);
@@ -201,10 +162,8 @@ TEST_CASE("missing, unreadable and corrupt gzip files name the file", "[idx_file
   CHECK_THROWS_WITH(read_idx_file(dir.path()),
                     Catch::Contains(dir.path()) && Catch::Contains("is a directory"));
 
-  const std::string gz = dir.write_gzipped("full.gz", idx_bytes(0x803, {50, 28, 28}, 50 * 784));
-  std::ifstream in(gz, std::ios::binary);
-  std::vector<uint8_t> compressed((std::istreambuf_iterator<char>(in)),
-                                  std::istreambuf_iterator<char>());
+  const std::string gz = write_gzipped(dir, "full.gz", idx_bytes(0x803, {50, 28, 28}, 50 * 784));
+  std::vector<uint8_t> compressed = read_file(gz);
   CHECK(read_idx_file(gz, 3).data == expected_data(50 * 784));
   std::vector<uint8_t> cut(compressed.begin(), compressed.begin() + compressed.size() / 2);
   const std::string cut_path = dir.write("cut.gz", cut);

@@ -13,12 +13,12 @@
 #include "herd/data/image_record.h"
 #include "herd/data/recordio.h"
 #include "herd/error.h"
-#include "tests/unit/data/recordio_test_files.h"
+#include "tests/unit/test_files.h"
 
 namespace herd::data {
 namespace {
 
-using herd::testing::RecordTempDir;
+using herd::testing::TempDir;
 
 std::vector<uint8_t> le(uint64_t value, int width) {
   std::vector<uint8_t> bytes;
@@ -121,7 +121,7 @@ TEST_CASE("Multi-label records: label counts 1-254 and payloads of 0-254 bytes, 
 }
 
 TEST_CASE("Image records round-trip through a .rec file", "[data][image_record]") {
-  RecordTempDir dir;
+  TempDir dir;
   const std::string path = dir.file("images.rec");
   std::vector<std::vector<uint8_t>> written;
   {

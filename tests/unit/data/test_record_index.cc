@@ -11,14 +11,14 @@
 
 #include "herd/data/record_index.h"
 #include "herd/error.h"
-#include "tests/unit/data/recordio_test_files.h"
+#include "tests/unit/test_files.h"
 
 namespace herd::data {
 namespace {
 
 using herd::testing::bytes_of;
 using herd::testing::read_file;
-using herd::testing::RecordTempDir;
+using herd::testing::TempDir;
 using herd::testing::write_file;
 
 std::string text_of(const std::vector<uint8_t>& bytes) { return {bytes.begin(), bytes.end()}; }
@@ -32,7 +32,7 @@ std::vector<uint8_t> payload(std::mt19937& random, std::size_t size) {
 
 TEST_CASE("IndexedRecordWriter writes \"key\\toffset\\n\" per record, keys in any order",
           "[data][index]") {
-  RecordTempDir dir;
+  TempDir dir;
   const std::string idx = dir.file("data.idx");
   const std::string rec = dir.file("data.rec");
   std::mt19937 random(3);
@@ -75,8 +75,15 @@ TEST_CASE("IndexedRecordWriter writes \"key\\toffset\\n\" per record, keys in an
   }
 }
 
+TEST_CASE("index_path_for: PATH.idx beside PATH.rec, else the path and .idx", "[data][index]") {
+  CHECK(index_path_for("/data/train.rec") == "/data/train.idx");
+  CHECK(index_path_for("train.rec") == "train.idx");
+  CHECK(index_path_for("/data/train.bin") == "/data/train.bin.idx");
+  CHECK(index_path_for(".rec") == ".rec.idx");
+}
+
 TEST_CASE("read_index takes any whitespace, blank lines and signed keys", "[data][index]") {
-  RecordTempDir dir;
+  TempDir dir;
   const std::string idx = dir.file("spaces.idx");
   write_file(idx, std::string("0\t0\n  7   16  \r\n\n-3\t\t24\n+9 40\n\t\n9223372036854775807 "
                               "18446744073709551615\n-9223372036854775808 4"));
@@ -93,7 +100,7 @@ TEST_CASE("read_index takes any whitespace, blank lines and signed keys", "[data
 }
 
 TEST_CASE("A bad .idx line is named by file and line", "[data][index]") {
-  RecordTempDir dir;
+  TempDir dir;
   const std::string idx = dir.file("bad.idx");
   const std::string where = "RecordIO index '" + idx + "' line ";
   auto error_for = [&](const std::string& text) {
@@ -129,7 +136,7 @@ TEST_CASE("A bad .idx line is named by file and line", "[data][index]") {
 
 TEST_CASE("IndexedRecordReader names offsets past the end and offsets that are no head",
           "[data][index]") {
-  RecordTempDir dir;
+  TempDir dir;
   const std::string idx = dir.file("data.idx");
   const std::string rec = dir.file("data.rec");
   {
@@ -176,7 +183,7 @@ TEST_CASE("IndexedRecordReader names offsets past the end and offsets that are n
 }
 
 TEST_CASE("IndexedRecordWriter refuses a key twice and writes after close", "[data][index]") {
-  RecordTempDir dir;
+  TempDir dir;
   const std::string idx = dir.file("data.idx");
   const std::string rec = dir.file("data.rec");
   IndexedRecordWriter writer(idx, rec);

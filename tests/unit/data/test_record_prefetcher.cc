@@ -29,7 +29,7 @@ struct IndexedFile {
   std::vector<uint64_t> offsets;
 };
 
-IndexedFile write_indexed(testing::RecordTempDir& dir, std::size_t count, uint64_t seed) {
+IndexedFile write_indexed(testing::TempDir& dir, std::size_t count, uint64_t seed) {
   IndexedFile file{
       dir.file("data.rec"), dir.file("data.idx"), testing::varied_payloads(count, seed), {}};
   file.offsets = testing::write_records(file.rec, file.payloads);
@@ -40,7 +40,7 @@ IndexedFile write_indexed(testing::RecordTempDir& dir, std::size_t count, uint64
 }
 
 TEST_CASE("The prefetcher hands out the order's records in order", "[data][prefetch]") {
-  testing::RecordTempDir dir;
+  testing::TempDir dir;
   const IndexedFile file = write_indexed(dir, 120, 0x70726566);
   const RecordShard shard = RecordShard::by_byte_range({file.rec}, 0, 1);
   REQUIRE(shard.size() == file.payloads.size());
@@ -69,7 +69,7 @@ TEST_CASE("The prefetcher hands out the order's records in order", "[data][prefe
 }
 
 TEST_CASE("The prefetcher over a part by index, and over an empty order", "[data][prefetch]") {
-  testing::RecordTempDir dir;
+  testing::TempDir dir;
   const IndexedFile file = write_indexed(dir, 30, 11);
   // Part 1 of 3 by index: records 10 to 19.
   const RecordShard shard = RecordShard::by_index(file.rec, file.idx, 1, 3);
@@ -89,7 +89,7 @@ TEST_CASE("The prefetcher over a part by index, and over an empty order", "[data
 }
 
 TEST_CASE("A prefetcher destroyed early stops its threads", "[data][prefetch]") {
-  testing::RecordTempDir dir;
+  testing::TempDir dir;
   const IndexedFile file = write_indexed(dir, 200, 12);
   const RecordShard shard = RecordShard::by_byte_range({file.rec}, 0, 1);
   std::vector<std::size_t> order(shard.size());
@@ -116,7 +116,7 @@ TEST_CASE("A prefetcher destroyed early stops its threads", "[data][prefetch]") 
 }
 
 TEST_CASE("A broken record's error comes at its place in the order", "[data][prefetch]") {
-  testing::RecordTempDir dir;
+  testing::TempDir dir;
   const IndexedFile file = write_indexed(dir, 40, 13);
   // Record 25's .idx line points 4 bytes into it: its length word, no head.
   const std::size_t broken = 25;
@@ -146,7 +146,7 @@ TEST_CASE("A broken record's error comes at its place in the order", "[data][pre
 }
 
 TEST_CASE("The prefetcher refuses bad arguments with the numbers", "[data][prefetch]") {
-  testing::RecordTempDir dir;
+  testing::TempDir dir;
   const IndexedFile file = write_indexed(dir, 5, 14);
   const RecordShard shard = RecordShard::by_byte_range({file.rec}, 0, 1);
   CHECK_THROWS_WITH(RecordPrefetcher(shard, {0, 1}, 0, 4), Contains("threads") && Contains("0"));

@@ -21,6 +21,7 @@ namespace {
 
 using Catch::Matchers::Contains;
 using testing::Payload;
+using testing::shard_records;
 
 using Range = std::pair<uint64_t, uint64_t>;
 
@@ -53,16 +54,6 @@ std::vector<Payload> golden_payloads() {
           {kM[0], kM[1], kM[2], kM[3], 'w', 'x', 'y', 'z', kM[0], kM[1], kM[2], kM[3], 'q'},
           {},
           {'a', 'b', 'c', 'd', kM[0], kM[1], kM[2], kM[3]}};
-}
-
-std::vector<Payload> read_all(const RecordShard& shard) {
-  std::vector<Payload> records;
-  Payload record;
-  for (std::size_t i = 0; i < shard.size(); ++i) {
-    shard.read(i, &record);
-    records.push_back(record);
-  }
-  return records;
 }
 
 std::vector<uint64_t> offsets_of(const RecordShard& shard) {
@@ -105,7 +96,7 @@ TEST_CASE("A part outside [0, num_parts) is refused with the numbers", "[data][s
   CHECK_THROWS_WITH(nominal_byte_range(76, 2, 2), Contains("part_index 2") && Contains("= 2"));
   CHECK_THROWS_WITH(nominal_byte_range(76, -1, 2), Contains("part_index -1"));
   CHECK_THROWS_WITH(index_part(10, 0, 0), Contains("num_parts must be at least 1, got 0"));
-  testing::RecordTempDir dir;
+  testing::TempDir dir;
   const std::string rec = dir.file("golden.rec");
   testing::write_file(rec, golden_file());
   CHECK_THROWS_AS(RecordShard::by_byte_range({rec}, 3, 3), Error);
@@ -113,7 +104,7 @@ TEST_CASE("A part outside [0, num_parts) is refused with the numbers", "[data][s
 }
 
 TEST_CASE("By byte range, a part boundary inside a split record", "[data][shard]") {
-  testing::RecordTempDir dir;
+  testing::TempDir dir;
   const std::string rec = dir.file("golden.rec");
   testing::write_file(rec, golden_file());
   const std::vector<Payload> payloads = golden_payloads();
@@ -150,7 +141,7 @@ TEST_CASE("By byte range, a part boundary inside a split record", "[data][shard]
         CHECK(shard.byte_ranges()[0].file == 0);
         CHECK(Range{shard.byte_ranges()[0].begin, shard.byte_ranges()[0].end} == c.ranges[p]);
       }
-      for (Payload& record : read_all(shard)) joined.push_back(std::move(record));
+      for (Payload& record : shard_records(shard)) joined.push_back(std::move(record));
     }
     CHECK(joined == payloads);
   }
@@ -162,7 +153,7 @@ struct FileSet {
   std::vector<Payload> payloads;  // all of them, in file order
 };
 
-FileSet write_file_set(testing::RecordTempDir& dir, const std::vector<std::size_t>& sizes,
+FileSet write_file_set(testing::TempDir& dir, const std::vector<std::size_t>& sizes,
                        uint64_t seed) {
   FileSet set;
   const std::size_t total = std::accumulate(sizes.begin(), sizes.end(), std::size_t{0});
@@ -180,7 +171,7 @@ FileSet write_file_set(testing::RecordTempDir& dir, const std::vector<std::size_
 }
 
 TEST_CASE("By byte range, the parts together are every record once, in order", "[data][shard]") {
-  testing::RecordTempDir dir;
+  testing::TempDir dir;
   // Several files, one of them empty and one holding a single record, so
   // that boundaries fall in files without a head after them.
   const FileSet set = write_file_set(dir, {40, 0, 1, 25, 60}, 0x73686172);
@@ -203,7 +194,7 @@ TEST_CASE("By byte range, the parts together are every record once, in order", "
       }
       CHECK(in_ranges == shard.size());
       for (const RecordLocation& where : shard.records()) locations.push_back(where);
-      for (Payload& record : read_all(shard)) joined.push_back(std::move(record));
+      for (Payload& record : shard_records(shard)) joined.push_back(std::move(record));
     }
     CHECK(joined == set.payloads);
     // In file order: files ascending, offsets ascending within a file.
@@ -217,7 +208,7 @@ TEST_CASE("By byte range, the parts together are every record once, in order", "
 
 TEST_CASE("By byte range, every part count up to the number of records", "[data][shard]") {
   // Few records of a few bytes: parts of every size, many of them empty.
-  testing::RecordTempDir dir;
+  testing::TempDir dir;
   const std::string rec = dir.file("small.rec");
   std::vector<Payload> payloads;
   for (int i = 0; i < 9; ++i) payloads.push_back(Payload(static_cast<std::size_t>(i), 'a' + i));
@@ -225,7 +216,7 @@ TEST_CASE("By byte range, every part count up to the number of records", "[data]
   for (int parts = 1; parts <= 12; ++parts) {
     std::vector<Payload> joined;
     for (int p = 0; p < parts; ++p) {
-      for (Payload& record : read_all(RecordShard::by_byte_range({rec}, p, parts))) {
+      for (Payload& record : shard_records(RecordShard::by_byte_range({rec}, p, parts))) {
         joined.push_back(std::move(record));
       }
     }
@@ -235,7 +226,7 @@ TEST_CASE("By byte range, every part count up to the number of records", "[data]
 
 TEST_CASE("By index, parts of ceil(N / parts) records in the order of their offsets",
           "[data][shard]") {
-  testing::RecordTempDir dir;
+  testing::TempDir dir;
   const std::string rec = dir.file("data.rec");
   const std::string idx = dir.file("data.idx");
   const std::vector<Payload> payloads = testing::varied_payloads(53, 0x696e6478);
@@ -266,14 +257,14 @@ TEST_CASE("By index, parts of ceil(N / parts) records in the order of their offs
       const std::size_t last = std::min(first + step, payloads.size());
       CHECK(offsets_of(shard) == std::vector<uint64_t>(offsets.begin() + static_cast<long>(first),
                                                        offsets.begin() + static_cast<long>(last)));
-      for (Payload& record : read_all(shard)) joined.push_back(std::move(record));
+      for (Payload& record : shard_records(shard)) joined.push_back(std::move(record));
     }
     CHECK(joined == payloads);
   }
 }
 
 TEST_CASE("By index, 10 records in 7 parts: 2, 2, 2, 2, 2, 0, 0", "[data][shard]") {
-  testing::RecordTempDir dir;
+  testing::TempDir dir;
   const std::string rec = dir.file("ten.rec");
   const std::string idx = dir.file("ten.idx");
   const std::vector<Payload> payloads = testing::varied_payloads(10, 10);
@@ -284,14 +275,14 @@ TEST_CASE("By index, 10 records in 7 parts: 2, 2, 2, 2, 2, 0, 0", "[data][shard]
   for (int p = 0; p < 7; ++p) {
     const RecordShard shard = RecordShard::by_index(rec, idx, p, 7);
     sizes.push_back(shard.size());
-    for (Payload& record : read_all(shard)) joined.push_back(std::move(record));
+    for (Payload& record : shard_records(shard)) joined.push_back(std::move(record));
   }
   CHECK(sizes == std::vector<std::size_t>{2, 2, 2, 2, 2, 0, 0});
   CHECK(joined == payloads);
 }
 
 TEST_CASE("Bad input to a shard names the file and the offset", "[data][shard]") {
-  testing::RecordTempDir dir;
+  testing::TempDir dir;
   const std::string rec = dir.file("golden.rec");
   testing::write_file(rec, golden_file());
 

@@ -15,14 +15,14 @@
 
 #include "herd/data/recordio.h"
 #include "herd/error.h"
-#include "tests/unit/data/recordio_test_files.h"
+#include "tests/unit/test_files.h"
 
 namespace herd::data {
 namespace {
 
 using herd::testing::bytes_of;
 using herd::testing::read_file;
-using herd::testing::RecordTempDir;
+using herd::testing::TempDir;
 using herd::testing::write_file;
 
 const std::vector<uint8_t> kMagic = {0x0a, 0x23, 0xd7, 0xce};
@@ -100,7 +100,7 @@ void write_records(const std::string& path, const std::vector<std::vector<uint8_
 }
 
 TEST_CASE("RecordWriter writes dmlc-core's golden file byte for byte", "[data][recordio]") {
-  RecordTempDir dir;
+  TempDir dir;
   const std::string path = dir.file("golden.rec");
   RecordWriter writer(path);
   std::vector<uint64_t> offsets;
@@ -125,7 +125,7 @@ TEST_CASE("append_record frames into a buffer and counts the escaped magic words
 }
 
 TEST_CASE("The golden file reads back with every reader", "[data][recordio]") {
-  RecordTempDir dir;
+  TempDir dir;
   const std::string path = dir.file("golden.rec");
   write_file(path, kGoldenFile);
   CHECK(read_all(path) == golden_records());
@@ -155,7 +155,7 @@ TEST_CASE("The golden file reads back with every reader", "[data][recordio]") {
 }
 
 TEST_CASE("Records of 0 to 9 bytes round-trip, padded to 4", "[data][recordio]") {
-  RecordTempDir dir;
+  TempDir dir;
   const std::string path = dir.file("lengths.rec");
   std::mt19937 random(7);
   std::vector<std::vector<uint8_t>> records;
@@ -178,7 +178,7 @@ TEST_CASE("Records of 0 to 9 bytes round-trip, padded to 4", "[data][recordio]")
 
 TEST_CASE("A magic word at an aligned offset splits the record into parts 1, 2, 3",
           "[data][recordio]") {
-  RecordTempDir dir;
+  TempDir dir;
   const std::string path = dir.file("aligned.rec");
   SECTION("the payload is one magic word: two empty parts") {
     write_records(path, {kMagic});
@@ -241,7 +241,7 @@ TEST_CASE("A magic word at an aligned offset splits the record into parts 1, 2, 
 }
 
 TEST_CASE("A magic word at an unaligned offset is left as it is", "[data][recordio]") {
-  RecordTempDir dir;
+  TempDir dir;
   const std::string path = dir.file("unaligned.rec");
   std::mt19937 random(13);
   std::vector<std::vector<uint8_t>> records;
@@ -264,7 +264,7 @@ TEST_CASE("A magic word at an unaligned offset is left as it is", "[data][record
 }
 
 TEST_CASE("255 one-byte records round-trip", "[data][recordio]") {
-  RecordTempDir dir;
+  TempDir dir;
   const std::string path = dir.file("bytes.rec");
   std::vector<std::vector<uint8_t>> records;
   for (int i = 0; i < 255; ++i) records.push_back({static_cast<uint8_t>(i)});
@@ -293,7 +293,7 @@ TEST_CASE("255 one-byte records round-trip", "[data][recordio]") {
 }
 
 TEST_CASE("Records longer than the reader's buffer and across its edges", "[data][recordio]") {
-  RecordTempDir dir;
+  TempDir dir;
   const std::string path = dir.file("large.rec");
   std::mt19937 random(17);
   std::vector<std::vector<uint8_t>> records;
@@ -326,7 +326,7 @@ TEST_CASE("Records longer than the reader's buffer and across its edges", "[data
 }
 
 TEST_CASE("read_at's expected span changes how it reads, never what", "[data][recordio]") {
-  RecordTempDir dir;
+  TempDir dir;
   const std::string path = dir.file("spans.rec");
   std::mt19937 random(23);
   std::vector<std::vector<uint8_t>> records;
@@ -363,7 +363,7 @@ TEST_CASE("read_at's expected span changes how it reads, never what", "[data][re
 }
 
 TEST_CASE("Threads read one RecordFile at once", "[data][recordio]") {
-  RecordTempDir dir;
+  TempDir dir;
   const std::string path = dir.file("shared.rec");
   std::mt19937 random(19);
   std::vector<std::vector<uint8_t>> records;
@@ -399,7 +399,7 @@ TEST_CASE("Threads read one RecordFile at once", "[data][recordio]") {
 
 TEST_CASE("RecordReader's [begin, end) reads the records whose heads lie in it",
           "[data][recordio]") {
-  RecordTempDir dir;
+  TempDir dir;
   const std::string path = dir.file("golden.rec");
   write_file(path, kGoldenFile);
   const auto records = golden_records();
@@ -434,7 +434,7 @@ std::string error_of(Read read) {
 }
 
 TEST_CASE("Broken framing is named by file and byte offset", "[data][recordio]") {
-  RecordTempDir dir;
+  TempDir dir;
   const std::string path = dir.file("bad.rec");
   auto reader_error = [&](const std::vector<uint8_t>& bytes) {
     write_file(path, bytes);
@@ -548,7 +548,7 @@ TEST_CASE("Broken framing is named by file and byte offset", "[data][recordio]")
 }
 
 TEST_CASE("RecordReader throws again until it is moved", "[data][recordio]") {
-  RecordTempDir dir;
+  TempDir dir;
   const std::string path = dir.file("bad.rec");
   std::vector<uint8_t> bytes = kGoldenFile;
   bytes[48] = 0;  // record 3's magic
@@ -570,7 +570,7 @@ TEST_CASE("RecordReader throws again until it is moved", "[data][recordio]") {
 }
 
 TEST_CASE("Files that cannot be opened or written are named", "[data][recordio]") {
-  RecordTempDir dir;
+  TempDir dir;
   const std::string missing = dir.file("missing.rec");
   CHECK_THROWS_WITH(RecordReader(missing),
                     "RecordIO file '" + missing + "' cannot be opened: No such file or directory");
@@ -599,7 +599,7 @@ TEST_CASE("A full disk fails the writer's close, naming the file", "[data][recor
 }
 
 TEST_CASE("Writes after close and records too long are refused", "[data][recordio]") {
-  RecordTempDir dir;
+  TempDir dir;
   const std::string path = dir.file("closed.rec");
   RecordWriter writer(path);
   writer.close();

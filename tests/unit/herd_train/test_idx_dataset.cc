@@ -1,25 +1,23 @@
 // The IDX loader: small synthetic files written here (plain and gzipped),
 // each way a file can be wrong, and the real Fashion-MNIST test set when the
 // Debian package dataset-fashion-mnist is installed.
-#include <zlib.h>
-
 #include <array>
 #include <cstdint>
-#include <cstdio>
-#include <fstream>
 #include <string>
 #include <vector>
-
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <catch2/catch.hpp>
 
 #include "herd/error.h"
 #include "herd_train/idx_dataset.h"
+#include "tests/unit/gzip_test_file.h"
 
 namespace herd_train {
 namespace {
+
+using herd::testing::read_file;
+using herd::testing::TempDir;
+using herd::testing::write_gzipped;
 
 void put_be32(std::vector<uint8_t>& bytes, uint32_t value) {
   for (int shift = 24; shift >= 0; shift -= 8) bytes.push_back(uint8_t(value >> shift));
@@ -44,53 +42,15 @@ std::vector<uint8_t> labels_file(uint32_t magic, std::vector<uint8_t> labels) {
   return bytes;
 }
 
-// A fresh directory under /tmp, removed with its files at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/herd_idx_test.XXXXXX";
-    REQUIRE(mkdtemp(pattern) != nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() {
-    for (const std::string& file : files_) std::remove(file.c_str());
-    rmdir(path_.c_str());
-  }
-  const std::string& path() const { return path_; }
-
-  std::string write(const std::string& name, const std::vector<uint8_t>& bytes) {
-    const std::string file = path_ + "/" + name;
-    std::ofstream out(file, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
-    REQUIRE(out.good());
-    files_.push_back(file);
-    return file;
-  }
-
-  std::string write_gzipped(const std::string& name, const std::vector<uint8_t>& bytes) {
-    const std::string file = path_ + "/" + name;
-    gzFile out = gzopen(file.c_str(), "wb");
-    REQUIRE(out != nullptr);
-    REQUIRE(gzwrite(out, bytes.data(), unsigned(bytes.size())) == int(bytes.size()));
-    REQUIRE(gzclose(out) == Z_OK);
-    files_.push_back(file);
-    return file;
-  }
-
- private:
-  std::string path_;
-  std::vector<std::string> files_;
-};
-
 TEST_CASE("valid IDX files load as [0, 1] floats with their labels", "[idx]") {
   TempDir dir;
   const bool gzipped = GENERATE(false, true);
   const auto images = images_file(2051, 3, 2, 4, 3 * 2 * 4);
   const auto labels = labels_file(2049, {9, 0, 4});
   const std::string images_path =
-      gzipped ? dir.write_gzipped("images.gz", images) : dir.write("images", images);
+      gzipped ? write_gzipped(dir, "images.gz", images) : dir.write("images", images);
   const std::string labels_path =
-      gzipped ? dir.write_gzipped("labels.gz", labels) : dir.write("labels", labels);
+      gzipped ? write_gzipped(dir, "labels.gz", labels) : dir.write("labels", labels);
   const Dataset data = load_idx(images_path, labels_path);
   CHECK(data.count == 3);
   CHECK(data.rows == 2);
@@ -143,10 +103,8 @@ TEST_CASE("a truncated or oversized file is refused with its sizes", "[idx]") {
                     Catch::Contains("lab") && Catch::Contains("truncated"));
 
   // A gzip stream cut short is an error, not a short file read silently.
-  const std::string gz = dir.write_gzipped("full.gz", images_file(2051, 50, 28, 28, 50 * 784));
-  std::ifstream in(gz, std::ios::binary);
-  std::vector<uint8_t> compressed((std::istreambuf_iterator<char>(in)),
-                                  std::istreambuf_iterator<char>());
+  const std::string gz = write_gzipped(dir, "full.gz", images_file(2051, 50, 28, 28, 50 * 784));
+  std::vector<uint8_t> compressed = read_file(gz);
   compressed.resize(compressed.size() / 2);
   const std::string cut = dir.write("cut.gz", compressed);
   CHECK_THROWS_WITH(read_maybe_gzipped(cut),
@@ -184,12 +142,12 @@ TEST_CASE("a missing file or directory names it and the Debian package", "[idx]"
                         Catch::Contains("apt-get install dataset-fashion-mnist"));
   // A directory with only some of the four files names the first missing one.
   dir.write("train-images-idx3-ubyte", images_file(2051, 1, 28, 28, 784));
-  dir.write_gzipped("train-labels-idx1-ubyte.gz", labels_file(2049, {1}));
+  write_gzipped(dir, "train-labels-idx1-ubyte.gz", labels_file(2049, {1}));
   CHECK_THROWS_WITH(find_fashion_mnist_dir(dir.path()),
                     Catch::Contains("no t10k-images-idx3-ubyte") &&
                         Catch::Contains("apt-get install dataset-fashion-mnist"));
   dir.write("t10k-images-idx3-ubyte", images_file(2051, 2, 28, 28, 2 * 784));
-  dir.write_gzipped("t10k-labels-idx1-ubyte.gz", labels_file(2049, {7, 3}));
+  write_gzipped(dir, "t10k-labels-idx1-ubyte.gz", labels_file(2049, {7, 3}));
   CHECK(find_fashion_mnist_dir(dir.path()) == dir.path());
   // Plain and gzipped names mix: each file is found under either.
   const Dataset test = load_fashion_mnist(dir.path(), Split::kTest);

@@ -5,13 +5,9 @@
 // batches of an epoch's order are exactly its records whatever the thread
 // count; every bad record is refused naming the file, its offset and the
 // values.
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -20,9 +16,12 @@
 
 #include "herd/error.h"
 #include "herd_train/rec_dataset.h"
+#include "tests/unit/test_files.h"
 
 namespace herd_train {
 namespace {
+
+using herd::testing::TempDir;
 
 void put32(std::vector<uint8_t>& out, uint32_t v) {
   for (int i = 0; i < 4; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
@@ -66,35 +65,6 @@ void frame(std::vector<uint8_t>& file, const std::vector<uint8_t>& payload) {
 uint8_t pixel(int64_t k, int64_t i) { return static_cast<uint8_t>((k * 31 + i * 7) % 200); }
 uint8_t label_of(int64_t k) { return static_cast<uint8_t>((k * 3) % 10); }
 
-// A fresh directory under /tmp, removed with its files at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/herd_rec_dataset_test.XXXXXX";
-    REQUIRE(mkdtemp(pattern) != nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() {
-    for (const std::string& file : files_) std::remove(file.c_str());
-    rmdir(path_.c_str());
-  }
-  std::string write(const std::string& name, const std::vector<uint8_t>& bytes) {
-    const std::string file = path_ + "/" + name;
-    std::ofstream out(file, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
-    REQUIRE(out.good());
-    files_.push_back(file);
-    return file;
-  }
-  std::string write_text(const std::string& name, const std::string& text) {
-    return write(name, std::vector<uint8_t>(text.begin(), text.end()));
-  }
-
- private:
-  std::string path_;
-  std::vector<std::string> files_;
-};
-
 // `count` records of `features` pixels; `offsets` gets each record's head.
 std::vector<uint8_t> rec_file(int64_t count, int64_t features, std::vector<uint64_t>* offsets) {
   std::vector<uint8_t> file;
@@ -125,13 +95,6 @@ void check_sample(const Dataset& data, int64_t row, int64_t k) {
 }
 
 }  // namespace
-
-TEST_CASE("the .idx beside a .rec is PATH.idx", "[rec]") {
-  CHECK(index_path_for("/data/train.rec") == "/data/train.idx");
-  CHECK(index_path_for("train.rec") == "train.idx");
-  CHECK(index_path_for("/data/train.bin") == "/data/train.bin.idx");
-  CHECK(index_path_for(".rec") == ".rec.idx");
-}
 
 TEST_CASE("every part's records decode to the pixels / 255 and labels, in file order", "[rec]") {
   TempDir dir;

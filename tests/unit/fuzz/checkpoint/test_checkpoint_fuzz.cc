@@ -6,16 +6,9 @@
 // checkpoint or throws herd::Error; any other exception fails the test, and
 // under ASan and UBSan (scripts/test.sh) so does any overread or undefined
 // operation.
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -24,6 +17,7 @@
 #include "herd/error.h"
 #include "herd/train/checkpoint.h"
 #include "tests/unit/fuzz/byte_mutator.h"
+#include "tests/unit/fuzz/mutant_file.h"
 
 namespace herd {
 namespace {
@@ -35,38 +29,6 @@ constexpr int kMutants = 20000;
 constexpr std::size_t kCrcOffset = 12;
 constexpr std::size_t kPayloadSizeOffset = 16;
 constexpr std::size_t kHeaderSize = 24;
-
-// A file under $TMPDIR (or /tmp) named for this process, removed at the end.
-class TempFile {
- public:
-  TempFile() {
-    const char* base = std::getenv("TMPDIR");
-    path_ = std::string(base && *base ? base : "/tmp") + "/herd_ckpt_fuzz_" +
-            std::to_string(static_cast<long>(::getpid()));
-  }
-  ~TempFile() { std::remove(path_.c_str()); }
-  const std::string& path() const { return path_; }
-
-  // Overwrites the file and then cuts it to size, rather than truncating it
-  // first: ext4 flushes a file truncated to zero and rewritten when it is
-  // closed, which for 20,000 files would be most of the test's time.
-  void write(const std::vector<uint8_t>& bytes) const {
-    const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    REQUIRE(fd >= 0);
-    const ssize_t written = bytes.empty() ? 0 : ::pwrite(fd, bytes.data(), bytes.size(), 0);
-    const int cut = ::ftruncate(fd, static_cast<off_t>(bytes.size()));
-    ::close(fd);
-    REQUIRE(written == static_cast<ssize_t>(bytes.size()));
-    REQUIRE(cut == 0);
-  }
-  std::vector<uint8_t> read() const {
-    std::ifstream in(path_, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  }
-
- private:
-  std::string path_;
-};
 
 Checkpoint valid_checkpoint() {
   Checkpoint ck;
@@ -119,7 +81,7 @@ bool same(const Checkpoint& a, const Checkpoint& b) {
 
 TEST_CASE("checkpoint fuzz: mutated files load or throw herd::Error, nothing else",
           "[checkpoint][fuzz]") {
-  TempFile file;
+  testing::MutantFile file("checkpoint");
   save_checkpoint(file.path(), valid_checkpoint());
   const std::vector<uint8_t> valid = file.read();
   REQUIRE(valid.size() > kHeaderSize);

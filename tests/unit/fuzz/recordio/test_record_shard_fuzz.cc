@@ -5,9 +5,6 @@
 // and UBSan (scripts/test.sh) so does any overread. Where every part of a
 // mutant reads, the parts together must be the records a sequential reader
 // finds in the whole file: no record lost or read twice.
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -18,6 +15,7 @@
 #include "herd/error.h"
 #include "tests/unit/data/shard_test_files.h"
 #include "tests/unit/fuzz/byte_mutator.h"
+#include "tests/unit/fuzz/mutant_file.h"
 
 namespace herd::data {
 namespace {
@@ -27,18 +25,6 @@ using testing::Payload;
 constexpr uint64_t kSeed = 0x7368617264667a7a;  // "shardfzz"
 constexpr int kRecMutants = 2500;
 constexpr int kIdxMutants = 800;
-
-// Overwrites the file and cuts it to size rather than truncating it first,
-// which would make ext4 flush it on close.
-void overwrite(const std::string& path, const std::vector<uint8_t>& bytes) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-  REQUIRE(fd >= 0);
-  const ssize_t written = bytes.empty() ? 0 : ::pwrite(fd, bytes.data(), bytes.size(), 0);
-  const int cut = ::ftruncate(fd, static_cast<off_t>(bytes.size()));
-  ::close(fd);
-  REQUIRE(written == static_cast<ssize_t>(bytes.size()));
-  REQUIRE(cut == 0);
-}
 
 // Short records only (a mutant is rewritten thousands of times), with
 // split and empty ones among them.
@@ -52,12 +38,8 @@ std::vector<Payload> short_payloads() {
 
 // Every record of the part, through records() and through byte_ranges().
 std::vector<Payload> read_part(const RecordShard& shard) {
-  std::vector<Payload> records;
+  std::vector<Payload> records = testing::shard_records(shard);
   Payload record;
-  for (std::size_t i = 0; i < shard.size(); ++i) {
-    shard.read(i, &record);
-    records.push_back(record);
-  }
   for (const FileByteRange& range : shard.byte_ranges()) {
     RecordReader reader(shard.files().at(range.file).path(), range.begin, range.end);
     while (reader.next(&record)) {
@@ -83,7 +65,7 @@ bool read_sequentially(const std::vector<std::string>& paths, std::vector<Payloa
 
 TEST_CASE("shard fuzz: mutated .rec files shard and read, or throw herd::Error",
           "[data][shard][fuzz]") {
-  testing::RecordTempDir dir;
+  testing::TempDir dir;
   const std::string first = dir.file("first.rec");
   const std::string second = dir.file("second.rec");
   const std::string idx = dir.file("second.idx");
@@ -101,7 +83,7 @@ TEST_CASE("shard fuzz: mutated .rec files shard and read, or throw herd::Error",
   int whole = 0;
   int refused = 0;
   for (int i = 0; i < kRecMutants; ++i) {
-    overwrite(second, mutator.mutate(valid));
+    testing::overwrite_file(second, mutator.mutate(valid));
     for (int parts = 1; parts <= 3; ++parts) {
       INFO("seed " << kSeed << ", mutant " << i << ", " << parts << " parts");
       // By byte range over both files: the mutant is the second.
@@ -142,7 +124,7 @@ TEST_CASE("shard fuzz: mutated .rec files shard and read, or throw herd::Error",
 
 TEST_CASE("shard fuzz: mutated .idx files shard and read, or throw herd::Error",
           "[data][shard][fuzz]") {
-  testing::RecordTempDir dir;
+  testing::TempDir dir;
   const std::string rec = dir.file("data.rec");
   const std::string idx = dir.file("data.idx");
   const std::vector<uint64_t> offsets = testing::write_records(rec, short_payloads());
@@ -154,7 +136,7 @@ TEST_CASE("shard fuzz: mutated .idx files shard and read, or throw herd::Error",
   testing::ByteMutator mutator(kSeed + 1);
   int read = 0;
   for (int i = 0; i < kIdxMutants; ++i) {
-    overwrite(idx, mutator.mutate(valid));
+    testing::overwrite_file(idx, mutator.mutate(valid));
     for (int parts = 1; parts <= 3; ++parts) {
       INFO("seed " << kSeed + 1 << ", mutant " << i << ", " << parts << " parts");
       for (int p = 0; p < parts; ++p) {

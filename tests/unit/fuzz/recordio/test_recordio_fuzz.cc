@@ -6,12 +6,7 @@
 // reader answers, the answer is checked: a head found by seek_record_head is
 // the first one at or after the offset, and an unpacked image record's parts
 // lie within it.
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -22,55 +17,17 @@
 #include "herd/data/recordio.h"
 #include "herd/error.h"
 #include "tests/unit/fuzz/byte_mutator.h"
+#include "tests/unit/fuzz/mutant_file.h"
 
 namespace herd::data {
 namespace {
+
+using testing::MutantFile;
 
 constexpr uint64_t kSeed = 0x7265636f7264696f;  // "recordio"
 constexpr int kRecMutants = 6000;
 constexpr int kIdxMutants = 3000;
 constexpr int kImageMutants = 20000;
-
-// A file under $TMPDIR (or /tmp) named for this process, removed at the end.
-class TempFile {
- public:
-  explicit TempFile(const std::string& suffix) {
-    const char* base = std::getenv("TMPDIR");
-    path_ = std::string(base && *base ? base : "/tmp") + "/herd_recordio_fuzz_" +
-            std::to_string(static_cast<long>(::getpid())) + suffix;
-  }
-  ~TempFile() { std::remove(path_.c_str()); }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  const std::string& path() const { return path_; }
-
-  // Overwrites the file and then cuts it to size, rather than truncating it
-  // first: ext4 flushes a file truncated to zero and rewritten when it is
-  // closed, which for thousands of files would be most of the test's time.
-  void write(const std::vector<uint8_t>& bytes) const {
-    const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    REQUIRE(fd >= 0);
-    const ssize_t written = bytes.empty() ? 0 : ::pwrite(fd, bytes.data(), bytes.size(), 0);
-    const int cut = ::ftruncate(fd, static_cast<off_t>(bytes.size()));
-    ::close(fd);
-    REQUIRE(written == static_cast<ssize_t>(bytes.size()));
-    REQUIRE(cut == 0);
-  }
-  std::vector<uint8_t> read() const {
-    std::vector<uint8_t> bytes;
-    RecordFile file(path_);  // for its size only
-    bytes.resize(file.size());
-    std::FILE* in = std::fopen(path_.c_str(), "rb");
-    REQUIRE(in != nullptr);
-    const std::size_t n = std::fread(bytes.data(), 1, bytes.size(), in);
-    std::fclose(in);
-    REQUIRE(n == bytes.size());
-    return bytes;
-  }
-
- private:
-  std::string path_;
-};
 
 const uint8_t kMagic[4] = {0x0a, 0x23, 0xd7, 0xce};
 
@@ -176,8 +133,8 @@ void read_every_way(const std::string& path, const std::vector<uint64_t>& valid_
 }
 
 TEST_CASE("RecordIO fuzz: mutated .rec files read or throw herd::Error", "[data][fuzz]") {
-  TempFile rec(".rec");
-  TempFile idx(".idx");
+  MutantFile rec("recordio.rec");
+  MutantFile idx("recordio.idx");
   const std::vector<std::vector<uint8_t>> records = valid_records();
   std::vector<uint64_t> offsets;
   {
@@ -230,8 +187,8 @@ TEST_CASE("RecordIO fuzz: mutated .rec files read or throw herd::Error", "[data]
 }
 
 TEST_CASE("RecordIO fuzz: mutated .idx files read or throw herd::Error", "[data][fuzz]") {
-  TempFile rec(".rec");
-  TempFile idx(".idx");
+  MutantFile rec("recordio.rec");
+  MutantFile idx("recordio.idx");
   const std::vector<std::vector<uint8_t>> records = valid_records();
   {
     IndexedRecordWriter writer(idx.path(), rec.path());

@@ -1,5 +1,5 @@
-// Files for the data library's tests: a temporary folder, and whole files
-// written and read back as bytes.
+// Files for the tests of readers and loaders: a temporary folder, and whole
+// files written and read back as bytes.
 #pragma once
 
 #include <dirent.h>
@@ -18,15 +18,15 @@
 namespace herd::testing {
 
 // A folder under $TMPDIR (or /tmp), removed with the files in it.
-class RecordTempDir {
+class TempDir {
  public:
-  RecordTempDir() {
+  TempDir() {
     const char* base = std::getenv("TMPDIR");
-    std::string pattern = std::string(base && *base ? base : "/tmp") + "/herd_data_test.XXXXXX";
+    std::string pattern = std::string(base && *base ? base : "/tmp") + "/herd_test.XXXXXX";
     REQUIRE(::mkdtemp(pattern.data()) != nullptr);
     path_ = pattern;
   }
-  ~RecordTempDir() {
+  ~TempDir() {
     if (DIR* dir = ::opendir(path_.c_str())) {
       while (const dirent* entry = ::readdir(dir)) {
         const std::string name = entry->d_name;
@@ -36,11 +36,15 @@ class RecordTempDir {
     }
     ::rmdir(path_.c_str());
   }
-  RecordTempDir(const RecordTempDir&) = delete;
-  RecordTempDir& operator=(const RecordTempDir&) = delete;
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
 
   std::string file(const std::string& name) const { return path_ + "/" + name; }
   const std::string& path() const { return path_; }
+
+  // Writes the file `name` in the folder and returns its path.
+  std::string write(const std::string& name, const std::vector<uint8_t>& bytes) const;
+  std::string write_text(const std::string& name, const std::string& text) const;
 
  private:
   std::string path_;
@@ -55,6 +59,19 @@ inline void write_file(const std::string& path, const std::vector<uint8_t>& byte
 
 inline void write_file(const std::string& path, const std::string& text) {
   write_file(path, std::vector<uint8_t>(text.begin(), text.end()));
+}
+
+inline std::string TempDir::write(const std::string& name,
+                                  const std::vector<uint8_t>& bytes) const {
+  const std::string path = file(name);
+  write_file(path, bytes);
+  return path;
+}
+
+inline std::string TempDir::write_text(const std::string& name, const std::string& text) const {
+  const std::string path = file(name);
+  write_file(path, text);
+  return path;
 }
 
 inline std::vector<uint8_t> read_file(const std::string& path) {
