@@ -13,7 +13,9 @@
 //
 // A rank whose process exits without herd::shutdown sends an exit notice
 // instead (not a fault: the ranks still shut down together); the others then
-// name it in the failure of what was pending (exit_notice()).
+// name it in the failure of what was pending (stop_notice()). So do they name
+// a rank that shut down after its fault (herd::fail), whose shutdown can
+// reach a peer as a plain one before that peer's wait sees the notice.
 //
 // Sends are posted and never waited for (a dead or frozen peer never
 // completes them); their buffers live as long as the process. Thread-safe.
@@ -49,8 +51,13 @@ bool fault_known();
 
 // Tells every other rank that this process exits without herd::shutdown.
 void announce_exit_without_shutdown();
-// The first exit notice received ("rank 1 (host h, pid p) exited without
+// Why a peer shut down: the first fault known (`fault` set), else the first
+// exit notice received ("rank 1 (host h, pid p) exited without
 // herd::shutdown"), looking for new notices for up to `patience`.
-std::optional<std::string> exit_notice(std::chrono::milliseconds patience);
+struct StopNotice {
+  bool fault = false;
+  std::string text;
+};
+std::optional<StopNotice> stop_notice(std::chrono::milliseconds patience);
 
 }  // namespace herd::collectives
