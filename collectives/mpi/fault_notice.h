@@ -1,14 +1,16 @@
 // Fault notices: how a rank that stops tells every other rank why.
 //
 // When a rank's herd meets a fatal failure (a peer that timed out, died or
-// was cut off, an MPI error, or the application's herd::fail), it records the failure as this
-// process's fault and sends it, best effort, to every other rank on a communicator of its own (a
-// duplicate of MPI_COMM_WORLD, made by herd::init). Every wait of herd for other ranks (the MPI
-// transport, the control channel, the shared-memory allreduce) looks for notices once it has waited
-// a while (PollBackoff) and fails at once with the first fault it learns of, so that a rank waiting
-// on a failed rank learns why instead of timing out. The first fault wins: a later one, here or
-// received, is not recorded. A fault stays for the life of the process: herd cannot start again
-// after one.
+// was cut off, an MPI error, or the application's herd::fail), it records
+// the failure as this process's fault and sends it, best effort, to every
+// other rank on a communicator of its own (a duplicate of MPI_COMM_WORLD,
+// made by herd::init). Every wait of herd for other ranks (the MPI
+// transport, the control channel, the shared-memory allreduce) looks for
+// notices once it has waited a while (PollBackoff) and fails at once with
+// the first fault it learns of, so that a rank waiting on a failed rank
+// learns why instead of timing out. The first fault wins: a later one, here
+// or received, is not recorded. A fault stays for the life of the process:
+// herd cannot start again after one.
 //
 // A rank whose process exits without herd::shutdown sends an exit notice
 // instead (not a fault: the ranks still shut down together); the others then
