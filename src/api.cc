@@ -86,6 +86,18 @@ void shutdown() {
   g_was_shut_down = true;
 }
 
+void fail(const std::string& reason) {
+  std::unique_lock<std::shared_mutex> lock(g_runtime_mutex);
+  detail::Runtime& runtime = running("fail");
+  if (reason.empty()) {
+    throw Error("herd::fail: the reason is empty; say what went wrong",
+                ErrorKind::kInvalidArgument);
+  }
+  runtime.fail(reason);
+  g_runtime.reset();
+  g_was_shut_down = true;
+}
+
 void shutdown_at_exit() {
   std::unique_lock<std::shared_mutex> lock(g_runtime_mutex);
   if (!g_runtime) return;

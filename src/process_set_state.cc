@@ -11,6 +11,7 @@
 #include "src/blocking_call.h"
 #include "src/handle_state.h"
 #include "src/mpi_control_channel.h"
+#include "src/runtime.h"
 
 namespace herd::detail {
 namespace {
@@ -93,7 +94,9 @@ Handle ProcessSetState::submit(TensorEntry entry) {
   entry.handle->set_driver(loop_);
   Handle handle(entry.handle);
   const Status queued = queue_.push(std::move(entry), !BlockingCallScope::active());
-  if (!queued.is_ok()) throw Error(queued.message(), queued.kind());
+  if (!queued.is_ok()) {
+    throw Error(name_the_rank_that_stopped(queued.message()), queued.kind());
+  }
   return handle;
 }
 

@@ -361,6 +361,12 @@ void Runtime::shutdown(ShutdownCause cause) {
   HERD_LOG(kInfo, "shut down");
 }
 
+void Runtime::fail(const std::string& reason) {
+  const std::string fault = collectives::announce_fault(reason);
+  HERD_LOG(kError, "herd::fail: {}", fault);
+  shutdown(ShutdownCause::kCall);
+}
+
 Runtime::~Runtime() { shutdown(ShutdownCause::kExit); }
 
 void Runtime::serve_and_exit() {
@@ -391,13 +397,22 @@ void Runtime::serve_and_exit() {
 
 std::string name_the_rank_that_stopped(const std::string& message) {
   static const std::string kSomeRank = "herd::shutdown on some rank";
+  static const std::string kOtherSet = "(or herd shut down)";
   const std::size_t at = message.find(kSomeRank);
-  if (at == std::string::npos) return message;
-  const std::optional<std::string> notice =
-      collectives::exit_notice(std::chrono::milliseconds(100));
+  const std::size_t at_set = message.find(kOtherSet);
+  if (at == std::string::npos && at_set == std::string::npos) return message;
+  const std::optional<collectives::StopNotice> notice =
+      collectives::stop_notice(std::chrono::milliseconds(100));
   if (!notice) return message;
   std::string named = message;
-  named.replace(at, kSomeRank.size(), *notice);
+  if (at != std::string::npos) {
+    named.replace(
+        at, kSomeRank.size(),
+        notice->fault ? "herd::shutdown after a fatal failure: " + notice->text : notice->text);
+  } else if (notice->fault) {
+    named.replace(at_set, kOtherSet.size(),
+                  "(or herd shut down after a fatal failure: " + notice->text + ")");
+  }
   return named;
 }
 

@@ -57,6 +57,11 @@ class Runtime {
   // failure"). A process that ends without herd::shutdown first tells the
   // other ranks so, which name it in what fails on them.
   void shutdown(ShutdownCause cause = ShutdownCause::kCall);
+  // herd::fail: records `reason` as this process's fault and sends it to
+  // every other rank (fault_notice.h), whose waits then fail with it, then
+  // shuts down as after any fault (MPI not finalized). A fault known before
+  // wins, as everywhere: it is the one the others see.
+  void fail(const std::string& reason);
   ~Runtime();
 
   Runtime(const Runtime&) = delete;
@@ -165,10 +170,13 @@ class Runtime {
 };
 
 // `message` (a failed operation's) with "herd::shutdown on some rank" made
-// precise where a peer has said that it exited without herd::shutdown
-// (fault_notice.h): "... (rank 1 (host h, pid p) exited without
-// herd::shutdown) ...". Waits briefly for the notice, which travels apart
-// from the shutdown itself.
+// precise where a fault is known, such as the one a rank that called
+// herd::fail sent before it shut down ("... (herd::shutdown after a fatal
+// failure: rank 1 (host h, pid p): <reason>) ..."), or where a peer has said
+// that it exited without herd::shutdown (fault_notice.h): "... (rank 1 (host
+// h, pid p) exited without herd::shutdown) ...". Waits briefly for the
+// notice, which travels apart from the shutdown itself. On a set other than
+// the global one, "(or herd shut down)" gets the fault the same way.
 std::string name_the_rank_that_stopped(const std::string& message);
 
 }  // namespace herd::detail

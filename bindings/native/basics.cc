@@ -22,6 +22,8 @@ void bind_basics(py::module_& m) {
   m.def("init", &init, release(),
         "Initializes MPI if needed, reads the HERD_* settings and starts the background thread.");
   m.def("shutdown", &shutdown, release(), "Stops herd; pending operations fail.");
+  m.def("fail", &fail, release(), py::arg("reason"),
+        "Ends the job on every rank with `reason`, then stops herd on this rank.");
   m.def("shutdown_at_exit", &shutdown_at_exit, release(),
         "Stops herd as a process that exits without shutdown: the other ranks learn it.");
   m.def("is_initialized", &is_initialized);

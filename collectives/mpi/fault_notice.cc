@@ -125,13 +125,14 @@ void announce_exit_without_shutdown() {
                           kExitTag);
 }
 
-std::optional<std::string> exit_notice(std::chrono::milliseconds patience) {
+std::optional<StopNotice> stop_notice(std::chrono::milliseconds patience) {
   const auto deadline = std::chrono::steady_clock::now() + patience;
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(notices().mutex);
       receive_arrived_locked();
-      if (!notices().exit_notice.empty()) return notices().exit_notice;
+      if (notices().fault_known.load()) return StopNotice{true, notices().fault};
+      if (!notices().exit_notice.empty()) return StopNotice{false, notices().exit_notice};
       if (notices().comm == MPI_COMM_NULL) return std::nullopt;
     }
     if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;

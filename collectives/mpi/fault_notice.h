@@ -1,19 +1,22 @@
 // Fault notices: how a rank that stops tells every other rank why.
 //
 // When a rank's herd meets a fatal failure (a peer that timed out, died or
-// was cut off, an MPI error), it records the failure as this process's fault
-// and sends it, best effort, to every other rank on a communicator of its
-// own (a duplicate of MPI_COMM_WORLD, made by herd::init). Every wait of herd
-// for other ranks (the MPI transport, the control channel, the shared-memory
-// allreduce) looks for notices once it has waited a while (PollBackoff) and
-// fails at once with the first fault it learns of, so that a rank waiting on
-// a failed rank learns why instead of timing out. The first fault wins: a
-// later one, here or received, is not recorded. A fault stays for the life
-// of the process: herd cannot start again after one.
+// was cut off, an MPI error, or the application's herd::fail), it records
+// the failure as this process's fault and sends it, best effort, to every
+// other rank on a communicator of its own (a duplicate of MPI_COMM_WORLD,
+// made by herd::init). Every wait of herd for other ranks (the MPI
+// transport, the control channel, the shared-memory allreduce) looks for
+// notices once it has waited a while (PollBackoff) and fails at once with
+// the first fault it learns of, so that a rank waiting on a failed rank
+// learns why instead of timing out. The first fault wins: a later one, here
+// or received, is not recorded. A fault stays for the life of the process:
+// herd cannot start again after one.
 //
 // A rank whose process exits without herd::shutdown sends an exit notice
 // instead (not a fault: the ranks still shut down together); the others then
-// name it in the failure of what was pending (exit_notice()).
+// name it in the failure of what was pending (stop_notice()). So do they name
+// a rank that shut down after its fault (herd::fail), whose shutdown can
+// reach a peer as a plain one before that peer's wait sees the notice.
 //
 // Sends are posted and never waited for (a dead or frozen peer never
 // completes them); their buffers live as long as the process. Thread-safe.
@@ -49,8 +52,13 @@ bool fault_known();
 
 // Tells every other rank that this process exits without herd::shutdown.
 void announce_exit_without_shutdown();
-// The first exit notice received ("rank 1 (host h, pid p) exited without
+// Why a peer shut down: the first fault known (`fault` set), else the first
+// exit notice received ("rank 1 (host h, pid p) exited without
 // herd::shutdown"), looking for new notices for up to `patience`.
-std::optional<std::string> exit_notice(std::chrono::milliseconds patience);
+struct StopNotice {
+  bool fault = false;
+  std::string text;
+};
+std::optional<StopNotice> stop_notice(std::chrono::milliseconds patience);
 
 }  // namespace herd::collectives

@@ -75,12 +75,17 @@
 #                    epoch's end, and one relaunched after a kill within an
 #                    epoch, end with the uninterrupted checksum; each bad
 #                    input ends the job with its
-#                    message on every rank: a record of another size, a
-#                    label that is no class, a record too short for its
-#                    header, broken framing, an .idx offset that is no
-#                    record head, a part with no records, a missing file,
-#                    test records of another size; --data-sharding strided
-#                    with --data is refused
+#                    message on every rank, each rank exiting non-zero: a
+#                    record of another size, a label that is no class, a
+#                    record too short for its header, broken framing, an
+#                    .idx offset that is no record head (these found
+#                    mid-epoch by the rank whose part holds them, which ends
+#                    the job with herd::fail: every other rank names it by
+#                    host and pid), also a bad label and broken framing in
+#                    the middle of the file and of the middle rank's part of
+#                    3; a part with no records, a missing file, test records
+#                    of another size; --data-sharding strided with --data is
+#                    refused
 # Exits 77 (skipped) when herd-train reports the dataset missing.
 set -uo pipefail
 
@@ -101,7 +106,13 @@ fail() {
 run() {
   local ranks="$1"
   shift
-  "${mpirun[@]}" "$ranks" "$train" --quiet "$@" >"$work/out" 2>&1
+  if [[ -n "${each_rank_exits:-}" ]]; then
+    # Each rank's exit status as a line of its own: "rank exited N".
+    "${mpirun[@]}" "$ranks" sh -c '"$@"; echo "rank exited $?"' sh "$train" --quiet "$@" \
+      >"$work/out" 2>&1
+  else
+    "${mpirun[@]}" "$ranks" "$train" --quiet "$@" >"$work/out" 2>&1
+  fi
   rc=$?
   cat "$work/out"
   if [[ $rc -eq 77 ]] || grep -q "dataset-fashion-mnist" "$work/out"; then
@@ -195,18 +206,43 @@ PY
 }
 
 # Runs and expects failure with a message matching $2 on every rank of $1
-# (each rank's "herd-train: rank R: ..." line holds it).
+# (each rank's "herd-train: rank R: ..." line holds it) and a non-zero exit
+# status on every rank. A bad record found mid-epoch ends the job through
+# herd::fail, after which no rank finalizes MPI: mpirun runs with
+# --enable-recovery, so that it lets every rank report before it ends the
+# job (its own exit status is then 0, so each rank's is read).
 expect_failure_everywhere() {
   local ranks="$1" pattern="$2"
   shift 2
-  run "$ranks" "$@"
-  [[ $rc -ne 0 ]] || fail "herd-train $* exited 0"
+  local plain=("${mpirun[@]}")
+  mpirun=("${plain[@]:0:${#plain[@]}-1}" --enable-recovery --mca orte_abort_on_non_zero_status 0
+          "${plain[-1]}")
+  each_rank_exits=1 run "$ranks" "$@"
+  mpirun=("${plain[@]}")
+  local failed
+  failed="$(grep -c '^rank exited [1-9]' "$work/out")"
+  [[ "$failed" -eq "$ranks" ]] || fail "herd-train $*: $failed of $ranks ranks exited non-zero"
   local r
   for ((r = 0; r < ranks; ++r)); do
     grep -q -- "herd-train: rank $r: .*$pattern" "$work/out" ||
       fail "herd-train $*: rank $r did not say '$pattern'"
   done
-  echo "ok: herd-train $* failed (exit $rc) saying '$pattern' on all $ranks ranks"
+  echo "ok: herd-train $* failed on all $ranks ranks saying '$pattern'"
+}
+
+# named_by_the_others RANKS FAILING PATTERN: after expect_failure_everywhere,
+# rank FAILING ended the job with herd::fail mid-epoch, and every other
+# rank's message names it by host and pid before its message (PATTERN).
+named_by_the_others() {
+  local ranks="$1" failing="$2" pattern="$3" r
+  grep -q -- "ERROR: herd::fail: rank $failing (host [^,]*, pid [0-9]*): .*$pattern" "$work/out" ||
+    fail "rank $failing did not end the job with herd::fail saying '$pattern'"
+  for ((r = 0; r < ranks; ++r)); do
+    ((r == failing)) && continue
+    grep -q -- "herd-train: rank $r: .*rank $failing (host [^,]*, pid [0-9]*): .*$pattern" \
+      "$work/out" || fail "rank $r did not name rank $failing with '$pattern'"
+  done
+  echo "ok: rank $failing ended the job mid-epoch; every other rank named it"
 }
 
 # The epoch lines without the rate and the time: epoch, loss, accuracy.
@@ -507,16 +543,39 @@ case "$mode" in
     run_ok 2 --data "$work/a.rec" "${common[@]}"
     grep -Eq '^ +1 +[0-9.]+ +- +[0-9]+ ' "$work/out" || fail "no epoch line without accuracy"
 
+    # Bad training records are found when their batch is read, mid-epoch, by
+    # the rank whose part holds them (parts 0-20 and 21-40), which ends the
+    # job with herd::fail.
     make_rec "$work/size.rec" 41 16 size_at=30
     expect_failure_everywhere 2 "size.rec at byte $((30 * 48)): the record holds 15 bytes of pixels" \
       --data "$work/size.rec" "${common[@]}"
+    named_by_the_others 2 1 "size.rec at byte $((30 * 48)): the record holds 15 bytes"
     make_rec "$work/label.rec" 41 16 label_at=3 idx=1
-    expect_failure_everywhere 2 "rank 0: .*label.rec at byte 144: label 12 is not a class" \
+    expect_failure_everywhere 2 "label.rec at byte 144: label 12 is not a class" \
       --data "$work/label.rec" "${common[@]}"
+    named_by_the_others 2 0 "label.rec at byte 144: label 12 is not a class"
     make_rec "$work/short.rec" 41 16 short_at=40
     expect_failure_everywhere 2 "short.rec at byte 1920" --data "$work/short.rec" "${common[@]}"
     make_rec "$work/magic.rec" 41 16 magic_at=35 idx=1
     expect_failure_everywhere 2 "magic.rec.* $((35 * 48))" --data "$work/magic.rec" "${common[@]}"
+    named_by_the_others 2 1 "magic.rec' at byte $((35 * 48)): not a record head"
+    # A record in the middle of the file and of the middle rank's part (parts
+    # 0-13, 14-27, 28-40 of 3), by index and by byte range: its label, then
+    # its framing by index (by byte range the part's framing is read when the
+    # part is opened, before the first step).
+    make_rec "$work/mid.rec" 41 16 label_at=20 idx=1
+    for how in index range; do
+      [[ $how == range ]] && mv "$work/mid.idx" "$work/mid.idx.kept"
+      expect_failure_everywhere 3 "mid.rec at byte $((20 * 48)): label 12 is not a class" \
+        --data "$work/mid.rec" "${common[@]}"
+      named_by_the_others 3 1 "mid.rec at byte $((20 * 48)): label 12 is not a class"
+      grep -q "mid.rec by $([[ $how == index ]] && echo index || echo "byte range")" "$work/out" ||
+        fail "mid.rec not read by $how"
+    done
+    make_rec "$work/midframe.rec" 41 16 magic_at=20 idx=1
+    expect_failure_everywhere 3 "midframe.rec' at byte $((20 * 48)): not a record head" \
+      --data "$work/midframe.rec" "${common[@]}"
+    named_by_the_others 3 1 "midframe.rec' at byte $((20 * 48)): not a record head"
     make_rec "$work/one.rec" 1 16
     expect_failure_everywhere 2 "one.rec: part 1 of 2 (one per worker) holds no records; the parts hold 1, 0" \
       --data "$work/one.rec" "${common[@]}"

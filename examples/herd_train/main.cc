@@ -14,7 +14,8 @@
 // the workers run what follows it.
 //
 // Exit codes: 0 done, 1 an error (a bad checkpoint, bad data, a failed
-// collective), 2 bad options, 77 the dataset is missing (install the Debian
+// collective; a bad record found mid-epoch ends every rank through
+// herd::fail), 2 bad options, 77 the dataset is missing (install the Debian
 // package dataset-fashion-mnist or pass --data-dir).
 #include <cstdio>
 #include <exception>
@@ -60,7 +61,9 @@ int main(int argc, char** argv) {
     }
   }
   try {
-    herd::shutdown();
+    // A rank whose data failed mid-epoch has ended the job with herd::fail,
+    // which shut herd down here.
+    if (herd::is_initialized()) herd::shutdown();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "herd-train: rank %d: herd::shutdown failed: %s\n", rank, e.what());
     if (code == 0) code = 1;

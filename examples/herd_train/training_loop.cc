@@ -226,12 +226,13 @@ void check_parts_not_empty(const std::string& what, const std::vector<int64_t>& 
   }
 }
 
-// This rank's parts of --data and --val-data (when given), every record read
-// and checked once before training, the test part kept in `test`: a bad
-// record anywhere ends every rank, before the first step, with its file and
-// offset (a rank that failed alone within an epoch could only leave the
-// others waiting). `idx_features`: the IDX training images' size, when
-// --data is not given.
+// This rank's parts of --data and --val-data (when given): the shards opened
+// and each file's first record read (its pixel count), the test part read
+// and kept in `test`. A failure here (a missing file, a bad .idx, a bad test
+// record) ends every rank, before the first step, with its message. The
+// training part is not read ahead: a bad record in it ends the job when its
+// batch is loaded (next_rec_batch). `idx_features`: the IDX training images'
+// size, when --data is not given.
 void open_rec_sources(const TrainOptions& o, int64_t idx_features, DataSource* train,
                       DataSource* test_source, Dataset* test) {
   const int rank = herd::rank();
@@ -240,7 +241,6 @@ void open_rec_sources(const TrainOptions& o, int64_t idx_features, DataSource* t
   try {
     if (!o.data.empty()) {
       train->rec = std::make_unique<RecDataset>(o.data, rank, ranks);
-      train->rec->read_part(o.data_threads, /*keep=*/false);
     }
     if (!o.val_data.empty()) {
       test_source->rec = std::make_unique<RecDataset>(o.val_data, rank, ranks);
@@ -265,6 +265,20 @@ void open_rec_sources(const TrainOptions& o, int64_t idx_features, DataSource* t
         gather_counts(std::string("herd_train/") + name + "_parts", source->rec->count());
     check_parts_not_empty(source->rec->path(), source->part_sizes);
     source->description = describe_rec(*source->rec, source->part_sizes);
+  }
+}
+
+// The next batch of a .rec part. A record that fails to load (bad framing,
+// size or label; found on this rank alone, mid-epoch) ends the job on every
+// rank through herd::fail, whose message names the file and offset; the
+// other ranks' collectives then fail with it, naming this rank, instead of
+// waiting for it. Rethrows, herd being shut down here.
+const BatchLoader::Batch& next_rec_batch(RecBatchLoader& loader) {
+  try {
+    return loader.next();
+  } catch (const std::exception& e) {
+    herd::fail(e.what());
+    throw;
   }
 }
 
@@ -490,7 +504,7 @@ int run_training(const TrainOptions& o) {
                                              steps_per_epoch - first_step, o.data_threads);
     }
     for (int64_t step = first_step; step < steps_per_epoch; ++step) {
-      const BatchLoader::Batch& batch = rec_loader ? rec_loader->next() : loader->next();
+      const BatchLoader::Batch& batch = rec_loader ? next_rec_batch(*rec_loader) : loader->next();
       // An update's rate is the schedule's at its first pass (a KVStore
       // counts updates, each --gradient-accumulation passes long).
       const double position =

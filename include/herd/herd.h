@@ -31,6 +31,20 @@ void init();
 // "shut down" error; every rank must call shutdown() before it exits.
 void shutdown();
 
+// Ends the job from the application, on every rank, with `reason` (say what
+// went wrong and where: "bad record at byte 96 of x.rec"): records it as this
+// rank's fatal failure and sends it to every other rank, where every pending
+// and later operation, on any process set, fails with herd::Error holding
+// "rank R (host H, pid P): <reason>"; then shuts herd down here as
+// herd::shutdown does, except that MPI is not finalized (after a fatal
+// failure it never is: docs/errors.md, "Ending after a fatal failure").
+// Returns once herd is shut down on this rank; the program then ends,
+// non-zero. Operations pending on this rank fail with the same text. When a
+// fatal failure is already known, that one stays the one every rank sees.
+// Throws herd::Error, sending nothing, before init(), after shutdown() or
+// for an empty `reason`.
+void fail(const std::string& reason);
+
 // Shuts herd down as a process that ends without herd::shutdown does: the
 // other ranks first learn that this rank exited without shutdown, so their
 // pending operations fail naming it. herd's own static destructor does this

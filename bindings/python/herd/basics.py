@@ -49,6 +49,20 @@ def shutdown():
         process_sets._forget_added_sets()
 
 
+def fail(reason):
+    """Ends the job on every rank: every other rank's pending and later
+    operations raise ``herd.Error`` holding "rank R (host H, pid P): reason",
+    and herd stops on this rank (MPI is left unfinalized, as after any fatal
+    failure). The script should then exit with a non-zero status. Raises
+    ``herd.Error`` before ``init``, after ``shutdown`` and for an empty reason.
+    """
+    from herd import handles, process_sets
+
+    _native.fail(str(reason))
+    handles.table.clear()
+    process_sets._forget_added_sets()
+
+
 def is_initialized():
     return _native.is_initialized()
 
