@@ -132,7 +132,10 @@ uint64_t RecordFile::read_at(uint64_t offset, std::vector<uint8_t>* record,
     const std::size_t at = previous_cflag < 0 ? 0 : record->size();
     record->resize(at + part.length);
     const std::size_t in_window = std::min<std::size_t>(part.length, got - kPartHeaderSize);
-    std::memcpy(record->data() + at, window.data() + kPartHeaderSize, in_window);
+    // An empty record's data() may be null, which memcpy must not get.
+    if (in_window > 0) {
+      std::memcpy(record->data() + at, window.data() + kPartHeaderSize, in_window);
+    }
     const std::size_t rest = part.length - in_window;
     if (rest > 0 && detail::read_fully(fd_, record->data() + at + in_window, rest,
                                        position + kPartHeaderSize + in_window, path_) < rest) {

@@ -16,6 +16,7 @@ packages=(
   libbenchmark-dev python3-matplotlib python3-numpy python3-pytest python3-cloudpickle
   zlib1g-dev dataset-fashion-mnist
   pybind11-dev python3-dev python3-torch python3-venv python3-setuptools python3-wheel
+  python3-pil
 )
 
 if ! command -v dpkg-query >/dev/null 2>&1; then

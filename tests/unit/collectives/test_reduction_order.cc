@@ -67,7 +67,7 @@ TEST_CASE("the float sums of the tests tell the reduction order from chains in r
 }
 
 TEST_CASE("fold_in_reduction_order computes the reference order for 1 to 17 ranks",
-          "[reduction_order]") {
+          "[reduction_order][sweep]") {
   // 20000 floats: more than one fold block (kFoldBlockBytes).
   for (int p = 1; p <= 17; ++p) {
     for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{5}, int64_t{20000}}) {

@@ -400,7 +400,7 @@ std::string first_difference(const std::vector<std::vector<RankCall<T>>>& a,
 }
 
 TEST_CASE("shm allreduce single copy: the reduction order's bits, as the slot path's",
-          "[shm][allreduce][single_copy][reduction_order]") {
+          "[shm][allreduce][single_copy][reduction_order][sweep]") {
   const auto value = [](int rank, int, int64_t i) {
     return testing::order_sensitive_value(rank, i);
   };

@@ -196,7 +196,7 @@ TEST_CASE("shared buffer registry: lookups inside one buffer, none across or out
 }
 
 TEST_CASE("shm allreduce direct: the reduction order's bits, 2 to 4 ranks, in place and not",
-          "[shm][allreduce][direct][reduction_order]") {
+          "[shm][allreduce][direct][reduction_order][sweep]") {
   for (const int p : {2, 3, 4}) {
     for (const bool in_place : {true, false}) {
       INFO("ranks " << p << (in_place ? " in place" : " out of place"));
