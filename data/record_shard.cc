@@ -2,12 +2,9 @@
 // (include/herd/data/record_shard.h).
 #include "herd/data/record_shard.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 
 #include "data/framing.h"
 #include "herd/data/record_index.h"
@@ -38,10 +35,8 @@ class HeaderReader {
 
   HeaderReader(const std::string& path, uint64_t size)
       : path_(path), size_(size), window_(kWindow) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) {
-      throw Error("RecordShard: cannot open RecordIO file '" + path + "': " + std::strerror(errno));
-    }
+    uint64_t opened_size = 0;
+    fd_ = detail::open_for_reading(path, &opened_size);
   }
   ~HeaderReader() { ::close(fd_); }
   HeaderReader(const HeaderReader&) = delete;
@@ -55,20 +50,10 @@ class HeaderReader {
     }
     const uint64_t wanted = large_part ? detail::kPartHeaderSize : kWindow;
     const std::size_t length = static_cast<std::size_t>(std::min(wanted, size_ - offset));
-    std::size_t done = 0;
-    while (done < length) {
-      const ssize_t n =
-          ::pread(fd_, window_.data() + done, length - done, static_cast<off_t>(offset + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        detail::throw_framing_error(path_, offset + done,
-                                    std::string("cannot read: ") + std::strerror(errno));
-      }
-      if (n == 0) {
-        detail::throw_framing_error(path_, offset + done,
-                                    "the file ended early: it shrank while being read");
-      }
-      done += static_cast<std::size_t>(n);
+    const std::size_t got = detail::read_fully(fd_, window_.data(), length, offset, path_);
+    if (got < length) {
+      detail::throw_framing_error(path_, offset + got,
+                                  "the file ended early: it shrank while being read");
     }
     window_begin_ = offset;
     window_end_ = offset + length;
