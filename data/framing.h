@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "herd/data/recordio.h"
 
@@ -85,6 +86,37 @@ int open_for_reading(const std::string& path, uint64_t* size);
 // the file and offset when the read fails.
 std::size_t read_fully(int fd, void* buffer, std::size_t size, uint64_t offset,
                        const std::string& path);
+
+// A window over a file's bytes, for readers of many small pieces. A piece
+// inside the window is copied out of it; a piece of at least `fill` bytes
+// is read straight into place; any other piece refills the window with the
+// `fill` bytes from its start in one read, so the pieces after it (a part's
+// data after its header, the next records) come without a system call.
+class ByteWindow {
+ public:
+  explicit ByteWindow(std::size_t capacity) : bytes_(capacity) {}
+  std::size_t capacity() const { return bytes_.size(); }
+  // Forgets what the window holds (before reading another file).
+  void clear() { length_ = 0; }
+  // Copies the bytes [offset, offset + size) of the file `fd` to `into` and
+  // returns how many there were: fewer only at the end of the file.
+  // 8 <= fill <= capacity(). Throws as read_fully does.
+  std::size_t read(int fd, const std::string& path, uint8_t* into, uint64_t offset,
+                   std::size_t size, std::size_t fill);
+
+ private:
+  std::vector<uint8_t> bytes_;
+  uint64_t offset_ = 0;  // the window holds the file's [offset_, offset_ + length_)
+  std::size_t length_ = 0;
+};
+
+// Reads the record whose head is at `offset` of the file `fd` (`path`,
+// `file_size` bytes) through `window` (ByteWindow::read's `fill`): its parts
+// checked and joined, escaped magic words restored, into `record`, whose
+// capacity is reused. Returns the offset just past it. Throws herd::Error
+// naming the file and the offset of the part at fault.
+uint64_t read_record(int fd, const std::string& path, uint64_t file_size, uint64_t offset,
+                     ByteWindow& window, std::size_t fill, std::vector<uint8_t>* record);
 
 // "0xXXXXXXXX".
 std::string hex32(uint32_t value);

@@ -53,6 +53,56 @@ std::size_t read_fully(int fd, void* buffer, std::size_t size, uint64_t offset,
   return done;
 }
 
+std::size_t ByteWindow::read(int fd, const std::string& path, uint8_t* into, uint64_t offset,
+                             std::size_t size, std::size_t fill) {
+  std::size_t done = 0;
+  while (done < size) {
+    const uint64_t at = offset + done;
+    if (at >= offset_ && at - offset_ < length_) {
+      const std::size_t from = static_cast<std::size_t>(at - offset_);
+      const std::size_t n = std::min(size - done, length_ - from);
+      std::memcpy(into + done, bytes_.data() + from, n);
+      done += n;
+      continue;
+    }
+    if (size - done >= fill) return done + read_fully(fd, into + done, size - done, at, path);
+    offset_ = at;
+    length_ = read_fully(fd, bytes_.data(), fill, at, path);
+    if (length_ == 0) return done;
+  }
+  return done;
+}
+
+uint64_t read_record(int fd, const std::string& path, uint64_t file_size, uint64_t offset,
+                     ByteWindow& window, std::size_t fill, std::vector<uint8_t>* record) {
+  check_head_offset(path, offset, file_size);
+  uint64_t position = offset;
+  int previous_cflag = -1;
+  for (;;) {
+    uint8_t header[kPartHeaderSize];
+    const uint64_t available = std::min<uint64_t>(file_size - position, kPartHeaderSize);
+    if (window.read(fd, path, header, position, static_cast<std::size_t>(available), fill) <
+        kPartHeaderSize) {
+      throw_truncated_header(path, position, available, file_size);
+    }
+    const PartHeader part = parse_part_header(header, previous_cflag, path, position, file_size);
+    // A first part resizes the vector from what it held: no bytes are zeroed
+    // when it held a record at least as long.
+    const std::size_t at = previous_cflag < 0 ? 0 : record->size();
+    record->resize(at + part.length);
+    if (window.read(fd, path, record->data() + at, position + kPartHeaderSize, part.length, fill) <
+        part.length) {
+      throw_framing_error(path, position,
+                          "truncated: the file ended while the part was read (it shrank after "
+                          "it was opened)");
+    }
+    position += part.span();
+    if (!part.continues()) return position;
+    record->insert(record->end(), std::begin(kMagicBytes), std::end(kMagicBytes));
+    previous_cflag = static_cast<int>(part.cflag);
+  }
+}
+
 }  // namespace detail
 
 namespace {
@@ -66,11 +116,11 @@ constexpr std::size_t kScanChunk = std::size_t{64} << 10;
 constexpr std::size_t kMaxWindow = std::size_t{64} << 10;
 constexpr std::size_t kDefaultSpan = 1024;
 
-// The window read_at reads headers into: one per thread, as RecordFile's
+// The window read_at reads through: one per thread, as RecordFile's
 // readers are concurrent, and not on the stack, which would make each call
 // touch 64 KiB of it.
-std::vector<uint8_t>& read_window() {
-  thread_local std::vector<uint8_t> window(kMaxWindow);
+detail::ByteWindow& read_window() {
+  thread_local detail::ByteWindow window(kMaxWindow);
   return window;
 }
 
@@ -109,45 +159,15 @@ uint64_t RecordFile::read_at(uint64_t offset, std::vector<uint8_t>* record,
         path_, offset,
         "the end of the file: no record head there (file size " + std::to_string(size_) + ")");
   }
-  uint64_t position = offset;
-  int previous_cflag = -1;
-  // A part's header comes with the data expected after it in one pread, so
-  // a small record costs one system call, not two: random reads of small
-  // records are bound by the calls. A large one is read straight into the
-  // record after its header, as copying it through the window would cost
-  // more than the call saved.
-  std::vector<uint8_t>& window = read_window();
-  const uint64_t span_end = offset + (expected_span <= kMaxWindow ? expected_span : 0);
-  for (;;) {
-    const uint64_t expected =
-        std::max<uint64_t>(span_end > position ? span_end - position : 0, kPartHeaderSize);
-    const std::size_t wanted =
-        static_cast<std::size_t>(std::min<uint64_t>(size_ - position, expected));
-    const std::size_t got = detail::read_fully(fd_, window.data(), wanted, position, path_);
-    if (got < kPartHeaderSize) detail::throw_truncated_header(path_, position, got, size_);
-    const detail::PartHeader part =
-        detail::parse_part_header(window.data(), previous_cflag, path_, position, size_);
-    // A first part resizes the vector from what it held: no bytes are zeroed
-    // when it held a record at least as long.
-    const std::size_t at = previous_cflag < 0 ? 0 : record->size();
-    record->resize(at + part.length);
-    const std::size_t in_window = std::min<std::size_t>(part.length, got - kPartHeaderSize);
-    // An empty record's data() may be null, which memcpy must not get.
-    if (in_window > 0) {
-      std::memcpy(record->data() + at, window.data() + kPartHeaderSize, in_window);
-    }
-    const std::size_t rest = part.length - in_window;
-    if (rest > 0 && detail::read_fully(fd_, record->data() + at + in_window, rest,
-                                       position + kPartHeaderSize + in_window, path_) < rest) {
-      detail::throw_framing_error(path_, position,
-                                  "truncated: the file ended while the part was read (it shrank "
-                                  "after it was opened)");
-    }
-    position += part.span();
-    if (!part.continues()) return position;
-    record->insert(record->end(), std::begin(detail::kMagicBytes), std::end(detail::kMagicBytes));
-    previous_cflag = static_cast<int>(part.cflag);
-  }
+  // A small record comes with its header in one pread when the caller knows
+  // its span: random reads of small records are bound by the system calls.
+  // A large one's data is read straight into the record after its header,
+  // as copying it through the window would cost more than the call saved.
+  detail::ByteWindow& window = read_window();
+  window.clear();  // it may hold another file's bytes
+  const std::size_t fill = static_cast<std::size_t>(std::clamp<uint64_t>(
+      expected_span <= kMaxWindow ? expected_span : 0, kPartHeaderSize, kMaxWindow));
+  return detail::read_record(fd_, path_, size_, offset, window, fill, record);
 }
 
 bool RecordFile::is_record_head(uint64_t offset) const {
