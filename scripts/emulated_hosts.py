@@ -1,0 +1,370 @@
+#!/usr/bin/env python3
+"""Emulated hosts: network namespaces on a bridge of their own, for multi-host
+jobs on one machine over real TCP.
+
+    scripts/emulated_hosts.py run [--hosts H] [--ranks-per-host L] [--name NAME]
+        [--mpiexec PATH] [--timeout S] -- [MPIEXEC_FLAG...] PROGRAM [ARG...]
+    scripts/emulated_hosts.py up|down [--hosts H] [--name NAME]
+    scripts/emulated_hosts.py flags [--hosts H] [--ranks-per-host L] [--name NAME]
+
+`run` makes H hosts (default 2), runs PROGRAM on L ranks each (default 1)
+under mpiexec over Open MPI's TCP transport only, and removes the hosts
+again, also when the job fails, times out or is interrupted; it exits with
+mpiexec's status, 124 on the time limit, and 77 (ctest's skip) with the
+reason on stdout where namespaces cannot be made (not root, no `ip`, a
+kernel or container that refuses them). `up` and `down` make and remove the
+hosts for a session of one's own, and `flags` prints the mpiexec flags that
+reach them, one a line. Every HERD_* and HOROVOD_* variable of the caller's
+environment is forwarded to the ranks.
+
+Each host i (2 .. H+1) is a namespace holding the address SUBNET.i on a veth
+link to a bridge in the caller's namespace, which holds SUBNET.1 and runs
+mpiexec. Open MPI starts its daemon on each host through
+scripts/emulated_hosts_agent, its launch agent (plm_rsh_agent), which runs
+the daemon inside the namespace that owns the host's address. The hosts
+share the machine's CPUs, memory and file systems; only the network stack
+is theirs, so shared memory between ranks of one host works as on a real
+one, and ranks of different hosts reach each other only over TCP.
+
+Names: NAME (default "mh", at most 8 letters and digits) names the
+namespaces herd-NAME-h<i>, the bridge hb-NAME and the links hvNAME-<i>; a subnet 10.237.X.0/24 is claimed for the set under
+/run/herd-emulated-hosts, so that several sets made at once (parallel tests)
+never share addresses. A set left behind by a killed run is removed when a
+set of the same name is made.
+
+As a module: `with EmulatedHosts("ag", 2) as hosts:` then
+`hosts.mpiexec_command(ranks_per_host, [program...])`, `hosts.env()`,
+`hosts.link_down(host)`; NamespacesUnavailable says why they cannot be made.
+"""
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+SKIP = 77
+CLAIMS = "/run/herd-emulated-hosts"
+# Second octet of every emulated subnet; the third is claimed per set.
+SUBNET_PREFIX = "10.237"
+AGENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "emulated_hosts_agent")
+
+
+class NamespacesUnavailable(Exception):
+    """Network namespaces cannot be made here; the message says why."""
+
+
+def ip(*args, check=True):
+    return subprocess.run(["ip", *args], check=check, capture_output=True, text=True)
+
+
+def why_namespaces_unavailable():
+    """None where namespaces can be made, else the reason."""
+    if os.geteuid() != 0:
+        return "network namespaces need root (this runs as uid %d)" % os.geteuid()
+    if shutil.which("ip") is None:
+        return "iproute2's `ip` is not installed"
+    probe = f"herdprobe{os.getpid()}"
+    made = ip("netns", "add", probe, check=False)
+    if made.returncode != 0:
+        return "cannot make a network namespace here: " + made.stderr.strip()
+    ip("netns", "del", probe, check=False)
+    return None
+
+
+def _pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class EmulatedHosts:
+    def __init__(self, name="mh", hosts=2):
+        if not re.fullmatch(r"[a-z0-9]{1,8}", name):
+            raise ValueError(f"emulated hosts' name {name!r}: 1 to 8 lower-case letters or digits")
+        if not 1 <= hosts <= 200:
+            raise ValueError(f"emulated hosts: {hosts} hosts; expected 1 to 200")
+        self.name = name
+        self.count = hosts
+        self.subnet = None  # "10.237.X" once claimed
+        self._claim = None
+
+    # Names. Link names must stay within Linux's 15 characters.
+    def namespace(self, host):
+        """The namespace of host `host` (2 .. count+1): the agent's prefix and the host's octet."""
+        return f"{self.agent_prefix()}{host}"
+
+    def agent_prefix(self):
+        return f"herd-{self.name}-h"
+
+    def bridge(self):
+        return f"hb-{self.name}"
+
+    def outer_link(self, host):
+        return f"hv{self.name}-{host}"
+
+    def inner_link(self, host):
+        return f"he{self.name}-{host}"
+
+    def hosts(self):
+        return list(range(2, self.count + 2))
+
+    def address(self, host):
+        return f"{self.subnet}.{host}"
+
+    # Making and removing.
+    def __enter__(self):
+        self.up()
+        return self
+
+    def __exit__(self, *exc):
+        self.down()
+        return False
+
+    def up(self):
+        reason = why_namespaces_unavailable()
+        if reason:
+            raise NamespacesUnavailable(reason)
+        self.remove_leftovers()
+        self._claim_subnet()
+        try:
+            ip("link", "add", self.bridge(), "type", "bridge")
+            ip("addr", "add", f"{self.subnet}.1/24", "dev", self.bridge())
+            ip("link", "set", self.bridge(), "up")
+            for host in self.hosts():
+                ns, outer, inner = self.namespace(host), self.outer_link(host), self.inner_link(host)
+                ip("netns", "add", ns)
+                ip("link", "add", outer, "type", "veth", "peer", "name", inner)
+                ip("link", "set", outer, "master", self.bridge())
+                ip("link", "set", outer, "up")
+                ip("link", "set", inner, "netns", ns)
+                ip("-n", ns, "addr", "add", f"{self.address(host)}/24", "dev", inner)
+                ip("-n", ns, "link", "set", inner, "up")
+                ip("-n", ns, "link", "set", "lo", "up")
+        except subprocess.CalledProcessError as error:
+            self.down()
+            raise NamespacesUnavailable(
+                f"`{' '.join(error.cmd)}` failed: {error.stderr.strip()}") from None
+
+    def remove_leftovers(self):
+        """Removes whatever a set of this name left behind (a killed run)."""
+        listed = ip("netns", "list", check=False).stdout.split()
+        stale = [ns for ns in listed if ns.startswith(self.agent_prefix())]
+        for ns in stale:
+            self._kill_inside(ns)
+            ip("netns", "del", ns, check=False)
+        ip("link", "del", self.bridge(), check=False)
+        for link in ip("-o", "link", "show", check=False).stdout.splitlines():
+            fields = link.split(": ")
+            if len(fields) > 1:
+                link_name = fields[1].split("@")[0]
+                if link_name.startswith(f"hv{self.name}-"):
+                    ip("link", "del", link_name, check=False)
+
+    def down(self):
+        """Kills what still runs inside the hosts and removes them: nothing stays."""
+        for host in self.hosts():
+            ns = self.namespace(host)
+            self._kill_inside(ns)
+            ip("netns", "del", ns, check=False)
+            ip("link", "del", self.outer_link(host), check=False)
+        ip("link", "del", self.bridge(), check=False)
+        self._release_subnet()
+
+    @staticmethod
+    def _kill_inside(ns):
+        for _ in range(50):
+            pids = [int(p) for p in ip("netns", "pids", ns, check=False).stdout.split()]
+            if not pids:
+                return
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.05)
+
+    def _claim_subnet(self):
+        os.makedirs(CLAIMS, exist_ok=True)
+        start = sum(self.name.encode()) % 200
+        for step in range(200):
+            octet = 20 + (start + step) % 200
+            claim = os.path.join(CLAIMS, f"{SUBNET_PREFIX}.{octet}")
+            try:
+                os.mkdir(claim)
+            except FileExistsError:
+                owner = self._claim_owner(claim)
+                if owner is not None and _pid_alive(owner):
+                    continue
+                shutil.rmtree(claim, ignore_errors=True)
+                try:
+                    os.mkdir(claim)
+                except FileExistsError:
+                    continue
+            with open(os.path.join(claim, "owner"), "w") as f:
+                f.write(f"{os.getpid()} {self.name}\n")
+            self._claim = claim
+            self.subnet = f"{SUBNET_PREFIX}.{octet}"
+            return
+        raise NamespacesUnavailable(f"no free subnet {SUBNET_PREFIX}.20-219.0/24 to claim")
+
+    @staticmethod
+    def _claim_owner(claim):
+        try:
+            with open(os.path.join(claim, "owner")) as f:
+                return int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def _release_subnet(self):
+        if self._claim:
+            shutil.rmtree(self._claim, ignore_errors=True)
+            self._claim = None
+
+    # Links.
+    def link_down(self, host):
+        """Takes host `host`'s link to the bridge down, as a pulled cable would."""
+        ip("link", "set", self.outer_link(host), "down")
+
+    def link_up(self, host):
+        ip("link", "set", self.outer_link(host), "up")
+
+    # Launching.
+    def env(self, base=None):
+        env = dict(os.environ if base is None else base)
+        env["HERD_AGENT_PREFIX"] = self.agent_prefix()
+        # Open MPI's PMIx otherwise warns about its shared-memory data store
+        # on every launch through the agent.
+        env["PMIX_MCA_gds"] = "hash"
+        return env
+
+    def mpiexec_flags(self, ranks_per_host=1, hosts=None, forward=None):
+        """Open MPI flags that place `ranks_per_host` ranks on each of `hosts`
+        (default all) over TCP between the hosts' addresses only, and forward
+        the HERD_*/HOROVOD_* variables of `forward` (default os.environ)."""
+        hosts = self.hosts() if hosts is None else hosts
+        env = os.environ if forward is None else forward
+        flags = [
+            # hwloc's topology write crashes a remote daemon now and then when
+            # several daemons share one machine.
+            "--mca", "rtc", "^hwloc",
+            "--mca", "plm_rsh_agent", AGENT,
+            "--mca", "btl", "tcp,self",
+            "--mca", "btl_tcp_if_include", f"{self.subnet}.0/24",
+            "--mca", "oob_tcp_if_include", f"{self.subnet}.0/24",
+            "-H", ",".join(f"{self.address(h)}:{ranks_per_host}" for h in hosts),
+            "-np", str(ranks_per_host * len(hosts)),
+        ]
+        for key in sorted(env):
+            if key.startswith(("HERD_", "HOROVOD_")) and key != "HERD_AGENT_PREFIX":
+                flags += ["-x", key]
+        return flags
+
+    def mpiexec_command(self, ranks_per_host, rest, mpiexec="mpiexec", hosts=None):
+        """mpiexec, the hosts' flags, then `rest` (more flags, the program and its arguments)."""
+        return [mpiexec, *self.mpiexec_flags(ranks_per_host, hosts), *rest]
+
+
+def _run(args):
+    rest = args.rest
+    if not rest:
+        print("emulated_hosts.py run: no program given after --", file=sys.stderr)
+        return 2
+    hosts = EmulatedHosts(args.name, args.hosts)
+    # ctest's time limit and ^C end the job through these, and the hosts go.
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, lambda s, _f: (_ for _ in ()).throw(KeyboardInterrupt(s)))
+    try:
+        hosts.up()
+    except NamespacesUnavailable as reason:
+        print(f"skipped: {reason}")
+        return SKIP
+    process = None
+    try:
+        command = hosts.mpiexec_command(args.ranks_per_host, rest, args.mpiexec)
+        process = subprocess.Popen(command, env=hosts.env(), start_new_session=True)
+        try:
+            return process.wait(timeout=args.timeout)
+        except subprocess.TimeoutExpired:
+            print(f"emulated_hosts.py: the job ran over {args.timeout} s and was killed",
+                  file=sys.stderr)
+            return 124
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        if process is not None and process.poll() is None:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            process.wait()
+        hosts.down()
+
+
+def _claim_named(name):
+    """The subnet claim of the hosts named `name`, or None."""
+    for claim in sorted(os.listdir(CLAIMS)) if os.path.isdir(CLAIMS) else []:
+        try:
+            with open(os.path.join(CLAIMS, claim, "owner")) as f:
+                if f.read().split()[1:2] == [name]:
+                    return os.path.join(CLAIMS, claim)
+        except OSError:
+            continue
+    return None
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        description="Emulated hosts (network namespaces) for multi-host herd jobs on one machine.",
+        epilog=__doc__.split("\n\n", 2)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("action", choices=["run", "up", "down", "flags"])
+    parser.add_argument("--hosts", type=int, default=2, help="number of hosts (default 2)")
+    parser.add_argument("--ranks-per-host", type=int, default=1, help="ranks on each (default 1)")
+    parser.add_argument("--name", default="mh", help="names the set (default mh)")
+    parser.add_argument("--mpiexec", default="mpiexec", help="the launcher (default mpiexec)")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="seconds before the job is killed (default none)")
+    argv = sys.argv[1:] if argv is None else argv
+    # Everything after the first "--" is the job's: mpiexec flags, the
+    # program and its arguments.
+    split = argv.index("--") if "--" in argv else len(argv)
+    args = parser.parse_args(argv[:split])
+    args.rest = argv[split + 1:]
+    if args.action == "run":
+        return _run(args)
+    hosts = EmulatedHosts(args.name, args.hosts)
+    if args.action == "up":
+        try:
+            hosts.up()
+        except NamespacesUnavailable as reason:
+            print(f"skipped: {reason}")
+            return SKIP
+        # The claim stays until `down`; its owner is whoever made the hosts.
+        with open(os.path.join(hosts._claim, "owner"), "w") as f:
+            f.write(f"0 {hosts.name}\n")
+        print(hosts.subnet)
+        return 0
+    if args.action == "down":
+        hosts.remove_leftovers()
+        claim = _claim_named(hosts.name)
+        if claim:
+            shutil.rmtree(claim, ignore_errors=True)
+        return 0
+    # flags: for hosts made with `up`, whose subnet is the claim naming them.
+    claim = _claim_named(hosts.name)
+    if claim is None:
+        print(f"emulated_hosts.py flags: no hosts named {hosts.name!r} are up "
+              "(scripts/emulated_hosts.py up first)", file=sys.stderr)
+        return 2
+    hosts.subnet = os.path.basename(claim)
+    print("\n".join(hosts.mpiexec_flags(args.ranks_per_host)))
+    return 0
+
+if __name__ == "__main__":
+    sys.exit(main())
