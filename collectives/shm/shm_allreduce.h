@@ -267,6 +267,13 @@ class ShmAllreduceGroup {
                                  std::size_t element_size, const ops::ReduceFn& reduce,
                                  const FinishFn& finish = {}, std::size_t later_bytes = 0);
 
+  // Every rank's block of `buffer` ends up in every rank's buffer: rank j's
+  // block is bytes [block_offsets[j], block_offsets[j + 1]) of the buffer
+  // (size() + 1 ascending offsets, the same on every rank), already in
+  // place on rank j; the others' blocks are copied in through the slots, a
+  // chunk at a time. Fails naming the rank that did not arrive, or exited.
+  [[nodiscard]] Status allgather_in_place(void* buffer, const std::size_t* block_offsets);
+
  private:
   // Waits until every rank's counter (arrived or reduced) reaches sequence.
   // The single-copy path of allreduce (count > 0), after every rank has
