@@ -26,7 +26,8 @@ from network_fault_job import (SHUTDOWN_BOUND_S, SKIP, EmulatedHosts, Namespaces
 
 TIMEOUT_S = 3.0
 # Time to error beyond the timeout: the wait notices within its backoff, a
-# rank cut off in an agreement round first finishes its current transfer.
+# rank cut off in an agreement round first finishes its current transfer,
+# and the error waits up to a second for the other ranks' answers.
 SLACK_S = 6.0
 
 
