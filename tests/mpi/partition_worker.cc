@@ -75,7 +75,12 @@ int main(int argc, char** argv) {
     }
     last_good = Clock::now();
     ++done;
-    if (done == 1) std::ofstream(out_dir + "/ready." + std::to_string(rank)) << getpid() << "\n";
+    if (done == 1) {
+      // Written whole before it appears: the driver reads it once it exists.
+      const std::string ready = out_dir + "/ready." + std::to_string(rank);
+      std::ofstream(ready + ".part") << getpid() << "\n";
+      std::rename((ready + ".part").c_str(), ready.c_str());
+    }
   }
   if (!failed) result << "ok " << done << "\n";
   result.flush();
