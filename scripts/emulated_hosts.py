@@ -34,7 +34,8 @@ set of the same name is made.
 
 As a module: `with EmulatedHosts("ag", 2) as hosts:` then
 `hosts.mpiexec_command(ranks_per_host, [program...])`, `hosts.env()`,
-`hosts.link_down(host)`; NamespacesUnavailable says why they cannot be made.
+`hosts.link_down(host)`, `hosts.cut_between(a, b)`; NamespacesUnavailable
+says why they cannot be made.
 """
 import argparse
 import os
@@ -234,6 +235,12 @@ class EmulatedHosts:
 
     def link_up(self, host):
         ip("link", "set", self.outer_link(host), "up")
+
+    def cut_between(self, a, b):
+        """Makes hosts `a` and `b` lose each other's packets (blackhole
+        routes), as on a broken path, while both still reach the bridge."""
+        ip("-n", self.namespace(a), "route", "add", "blackhole", f"{self.address(b)}/32")
+        ip("-n", self.namespace(b), "route", "add", "blackhole", f"{self.address(a)}/32")
 
     # Launching.
     def env(self, base=None):
