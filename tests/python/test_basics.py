@@ -1,7 +1,6 @@
 """herd's top level under mpirun at 2 and 3 ranks, and at 2 across two emulated hosts
-(tests/multihost): the job's shape, init, errors, process sets,
-operator resolution, the handle table, automatic names, and that blocking calls let other Python
-threads run.
+(tests/multihost): the job's shape, init, errors, process sets, operator resolution, the handle
+table, automatic names, and that blocking calls let other Python threads run.
 
 The job's shape is checked against what mpirun tells each process in its environment (Open
 MPI's OMPI_COMM_WORLD_* variables), not against herd. Every test runs on every rank, in the same
