@@ -36,11 +36,10 @@ of one host works as on a real one, and ranks of different hosts reach each
 other only over TCP.
 
 Names: NAME (default "mh", at most 8 letters and digits) names the
-namespaces herd-NAME-h<i>, the bridge hb-NAME and the links hvNAME-<i>; a
-subnet 10.237.X.0/24 is claimed for the set under /run/herd-emulated-hosts,
-so that several sets made at once (parallel tests) never share addresses. A
-set left behind by a killed run is removed when a set of the same name is
-made.
+namespaces herd-NAME-h<i>, the bridge hb-NAME and the links hvNAME-<i>; a subnet 10.237.X.0/24 is claimed for the set under
+/run/herd-emulated-hosts, so that several sets made at once (parallel tests)
+never share addresses. A set left behind by a killed run is removed when a
+set of the same name is made.
 
 As a module: `with EmulatedHosts("ag", 2) as hosts:` then
 `hosts.mpiexec_command(ranks_per_host, [program...])`, `hosts.env()`,
@@ -373,14 +372,14 @@ class EmulatedHosts:
             # several daemons share one machine.
             "--mca", "rtc", "^hwloc",
             "--mca", "plm_rsh_agent", AGENT,
-            # mpiexec starts every host's daemon itself, at once, rather than
-            # through daemons started before (a tree): quicker here.
-            "--mca", "plm_rsh_no_tree_spawn", "1",
             "--mca", "btl", "tcp,self",
             "--mca", "btl_tcp_if_include", f"{self.subnet}.0/24",
             "--mca", "oob_tcp_if_include", f"{self.subnet}.0/24",
             "-H", ",".join(f"{self.address(h)}:{ranks_per_host}" for h in hosts),
             "-np", str(ranks_per_host * len(hosts)),
+            # mpiexec starts every host's daemon itself, at once, rather than
+            # through daemons started before (a tree): quicker here.
+            "--mca", "plm_rsh_no_tree_spawn", "1",
         ]
         for key in sorted(env):
             if key.startswith(("HERD_", "HOROVOD_")) and key != "HERD_AGENT_PREFIX":
