@@ -5,7 +5,7 @@ ends (tests/multihost/leftovers.py reads what is left from the system).
 Run by ctest (test emulated_hosts_script, label multihost) as root; the tests
 that make hosts are skipped, with the reason, where namespaces cannot be
 made. MPIEXEC names the launcher (default mpiexec). Each test makes a set of
-its own (mts1, mts2, ...), so that none waits for another's removal.
+its own, named EMULATED_HOSTS_TEST_NAMES (default "mts") and a digit, 1 to 7.
 """
 import importlib.util
 import os
@@ -22,6 +22,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SCRIPT = os.path.join(ROOT, "scripts", "emulated_hosts.py")
 MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
 MPIEXEC_FLAGS = ["--oversubscribe"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
+NAMES = os.environ.get("EMULATED_HOSTS_TEST_NAMES", "mts")
+# The jobs sleep this many seconds (and more), which tells their ranks from
+# any other process.
+SLEEP = 600000 + os.getpid() * 4
 
 
 def _load(name, path):
@@ -79,17 +83,17 @@ def processes_running(argv):
 def test_skips_without_ip():
     """No `ip` on PATH: exit 77 and the reason on stdout, and nothing made."""
     with tempfile.TemporaryDirectory() as empty:
-        done = run_job("mts1", 2, 1, ["true"], env={"PATH": empty})
+        done = run_job(f"{NAMES}1", 2, 1, ["true"], env={"PATH": empty})
     assert done.returncode == 77, done.stdout + done.stderr
     assert done.stdout == "skipped: iproute2's `ip` is not installed\n" or (
         os.geteuid() != 0 and done.stdout.startswith("skipped: network namespaces need root"))
-    nothing_left("mts1")
+    nothing_left(f"{NAMES}1")
 
 
 def test_skips_when_not_root():
     """As an unprivileged user (setpriv drops root; else this test runs as
     one): exit 77 naming the uid, and nothing made."""
-    command = [sys.executable, SCRIPT, "run", "--name", "mts2", "--", "true"]
+    command = [sys.executable, SCRIPT, "run", "--name", f"{NAMES}2", "--", "true"]
     uid = os.geteuid()
     if uid == 0:
         if shutil.which("setpriv") is None:
@@ -99,7 +103,7 @@ def test_skips_when_not_root():
     done = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert done.returncode == 77, done.stdout + done.stderr
     assert done.stdout == f"skipped: network namespaces need root (this runs as uid {uid})\n"
-    nothing_left("mts2")
+    nothing_left(f"{NAMES}2")
 
 
 @needs_namespaces
@@ -108,16 +112,16 @@ def test_job_status_and_hosts():
     caller's; a job whose ranks fail gives their exit status; both leave
     nothing."""
     mine = os.readlink("/proc/self/ns/net")
-    done = run_job("mts3", 2, 2, ["sh", "-c", f'test "$(readlink /proc/self/ns/net)" != "{mine}"'
-                                  ' && readlink /proc/self/ns/net'])
+    check = f'test "$(readlink /proc/self/ns/net)" != "{mine}" && readlink /proc/self/ns/net'
+    done = run_job(f"{NAMES}3", 2, 2, ["sh", "-c", check])
     assert done.returncode == 0, done.stdout + done.stderr
     namespaces = sorted(done.stdout.split())
     assert len(namespaces) == 4 and len(set(namespaces)) == 2, done.stdout
     assert namespaces[0] == namespaces[1] and namespaces[2] == namespaces[3]
-    nothing_left("mts3")
-    done = run_job("mts3", 2, 1, ["sh", "-c", "exit 3"])
+    nothing_left(f"{NAMES}3")
+    done = run_job(f"{NAMES}3", 2, 1, ["sh", "-c", "exit 3"])
     assert done.returncode == 3, done.stdout + done.stderr
-    nothing_left("mts3")
+    nothing_left(f"{NAMES}3")
 
 
 @needs_namespaces
@@ -125,13 +129,13 @@ def test_hanging_job_is_killed_at_the_timeout():
     """--timeout 2 on a job that sleeps: 124 within a few seconds, the
     message on stderr, nothing left."""
     start = time.monotonic()
-    done = run_job("mts4", 2, 1, ["sleep", "6101"], timeout=2)
+    done = run_job(f"{NAMES}4", 2, 1, ["sleep", str(SLEEP)], timeout=2)
     took = time.monotonic() - start
     assert done.returncode == 124, done.stdout + done.stderr
     assert "the job ran over 2 s and was killed" in done.stderr
     assert 2 <= took < 20, f"took {took:.1f} s"
-    nothing_left("mts4")
-    assert processes_running(["sleep", "6101"]) == []
+    nothing_left(f"{NAMES}4")
+    assert processes_running(["sleep", str(SLEEP)]) == []
 
 
 def _start_and_wait_for_ranks(name, marker):
@@ -151,24 +155,24 @@ def _start_and_wait_for_ranks(name, marker):
 def test_sigterm_removes_everything():
     """SIGTERM to the script while its ranks run (^C and hangups alike):
     exit 143, the job killed, nothing left."""
-    job = _start_and_wait_for_ranks("mts5", "6102")
+    job = _start_and_wait_for_ranks(f"{NAMES}5", str(SLEEP + 1))
     job.send_signal(signal.SIGTERM)
     out, err = job.communicate(timeout=60)
     assert job.returncode == 128 + signal.SIGTERM, out + err
     assert "ended by signal 15" in err
-    nothing_left("mts5")
-    assert processes_running(["sleep", "6102"]) == []
+    nothing_left(f"{NAMES}5")
+    assert processes_running(["sleep", str(SLEEP + 1)]) == []
 
 
 @needs_namespaces
 def test_sigkill_leaves_the_removal_to_the_guard():
     """SIGKILL to the script alone (ctest's time limit kills a test's process
     tree so): its guard kills mpiexec and the ranks and removes the hosts."""
-    job = _start_and_wait_for_ranks("mts6", "6103")
+    job = _start_and_wait_for_ranks(f"{NAMES}6", str(SLEEP + 2))
     job.kill()
     job.communicate(timeout=60)
-    nothing_left("mts6", wait=15)
-    assert processes_running(["sleep", "6103"]) == []
+    nothing_left(f"{NAMES}6", wait=15)
+    assert processes_running(["sleep", str(SLEEP + 2)]) == []
 
 
 @needs_namespaces
@@ -177,11 +181,11 @@ def test_up_flags_down():
     mpiexec (a rank per slot, two namespaces); down removes them all, after
     which flags refuses."""
     try:
-        done = script("up", "--name", "mts7", "--hosts", "2")
+        done = script("up", "--name", f"{NAMES}7", "--hosts", "2")
         assert done.returncode == 0, done.stdout + done.stderr
         subnet = done.stdout.strip()
         assert subnet.startswith("10.237.") and subnet.count(".") == 2, subnet
-        done = script("flags", "--name", "mts7", "--hosts", "2", "--ranks-per-host", "2")
+        done = script("flags", "--name", f"{NAMES}7", "--hosts", "2", "--ranks-per-host", "2")
         assert done.returncode == 0, done.stderr
         flags = done.stdout.split("\n")[:-1]
         assert flags[flags.index("-H") + 1] == f"{subnet}.2:2,{subnet}.3:2"
@@ -193,8 +197,8 @@ def test_up_flags_down():
         assert len(namespaces) == 4 and len(set(namespaces)) == 2, ranks.stdout
         assert os.readlink("/proc/self/ns/net") not in namespaces
     finally:
-        done = script("down", "--name", "mts7", "--hosts", "2")
+        done = script("down", "--name", f"{NAMES}7", "--hosts", "2")
     assert done.returncode == 0, done.stdout + done.stderr
-    nothing_left("mts7")
-    done = script("flags", "--name", "mts7")
-    assert done.returncode == 2 and "no hosts named 'mts7' are up" in done.stderr
+    nothing_left(f"{NAMES}7")
+    done = script("flags", "--name", f"{NAMES}7")
+    assert done.returncode == 2 and f"no hosts named '{NAMES}7' are up" in done.stderr
