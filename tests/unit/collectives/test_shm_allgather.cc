@@ -51,7 +51,10 @@ std::string run_allgathers(int p, std::size_t slot_bytes, const std::vector<Gath
     threads.emplace_back([&, rank] {
       std::string& failure = failures[static_cast<std::size_t>(rank)];
       ShmAllreduceGroup group(rank, area.regions(), slot_bytes, std::chrono::seconds(60));
-      for (std::size_t c = 0; c < calls.size() && failure.empty(); ++c) {
+      // A wrong byte is recorded and the calls go on, so that every rank
+      // runs them all and none waits for a peer that stopped.
+      std::string wrong;
+      for (std::size_t c = 0; c < calls.size(); ++c) {
         const GatherCall& call = calls[c];
         const int call_index = static_cast<int>(c);
         std::vector<uint8_t> buffer(call.bytes);
@@ -82,15 +85,15 @@ std::string run_allgathers(int p, std::size_t slot_bytes, const std::vector<Gath
                                    ? stale_byte(rank, at)
                                    : block_byte(owner, call_index,
                                                 at - call.offsets[static_cast<std::size_t>(owner)]);
-          if (buffer[at] != want) {
-            failure = fmt::format(
+          if (buffer[at] != want && wrong.empty()) {
+            wrong = fmt::format(
                 "rank {} call {} byte {} of {} (rank {}'s block): expected {}, "
                 "actual {}",
                 rank, c, at, call.bytes, owner, want, buffer[at]);
             break;
           }
         }
-        if (allreduce_count == 0 || !failure.empty()) continue;
+        if (allreduce_count == 0) continue;
         // rank + i + c summed over p ranks: p(p-1)/2 + p(i + c).
         std::vector<int32_t> values(static_cast<std::size_t>(allreduce_count));
         for (int64_t i = 0; i < allreduce_count; ++i) {
@@ -105,14 +108,14 @@ std::string run_allgathers(int p, std::size_t slot_bytes, const std::vector<Gath
         }
         for (int64_t i = 0; i < allreduce_count; ++i) {
           const auto want = static_cast<int32_t>(p * (p - 1) / 2 + p * (i + call_index));
-          if (values[static_cast<std::size_t>(i)] != want) {
-            failure =
-                fmt::format("rank {} allreduce after call {} index {}: expected {}, actual {}",
-                            rank, c, i, want, values[static_cast<std::size_t>(i)]);
+          if (values[static_cast<std::size_t>(i)] != want && wrong.empty()) {
+            wrong = fmt::format("rank {} allreduce after call {} index {}: expected {}, actual {}",
+                                rank, c, i, want, values[static_cast<std::size_t>(i)]);
             break;
           }
         }
       }
+      if (failure.empty()) failure = wrong;
     });
   }
   for (auto& thread : threads) thread.join();
