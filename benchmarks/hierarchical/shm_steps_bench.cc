@@ -8,10 +8,11 @@
 //   flat:      ShmAllreduceGroup::allreduce of the buffer (input -> output),
 //              the flat allreduce on one machine, and step 1 of the
 //              hierarchical allreduce;
-//   steps1+3:  the same, then allgather_in_place of the L shards
-//              (hierarchical_shard): what a host's ranks spend besides the
-//              network in the hierarchical allreduce;
-//   allgather: allgather_in_place alone;
+//   steps1+3:  reduce_scatter of the buffer into the L shards
+//              (hierarchical_shard), then allgather_in_place of them: what
+//              a host's ranks spend besides the network in the hierarchical
+//              allreduce;
+//   reduce-scatter, allgather: each of those alone;
 //   hier-LxH:  hierarchical_allreduce with ranks {0..L-1}, {L..2L-1}, ...
 //              playing hosts of --local-size ranks (each a shared-memory
 //              group of its own), step 2 over MPI between processes of this
@@ -163,8 +164,9 @@ int run(const Options& options, MPI_Comm comm) {
         "# herd-shm-steps-bench: %d ranks on one machine, float32 sum, %d repetitions, "
         "median of the slowest rank's time; ratio = flat / variant\n",
         ranks, options.reps);
-    std::printf("%-10s %12s %12s %8s %12s %8s %12s %8s\n", "size", "flat_us", "steps13_us", "ratio",
-                "allgather_us", "ratio", (hier_name + "_us").c_str(), "ratio");
+    std::printf("%-8s %10s %10s %6s %10s %6s %10s %6s %10s %6s\n", "size", "flat_us", "steps13_us",
+                "ratio", "rscat_us", "ratio", "allgath_us", "ratio", (hier_name + "_us").c_str(),
+                "ratio");
   }
   int64_t wrong = 0;
   for (const int64_t size : options.sizes) {
@@ -186,6 +188,11 @@ int run(const Options& options, MPI_Comm comm) {
       require_ok(flat.allreduce(input.data(), output.data(), count, sizeof(float), sum),
                  "flat shm allreduce");
     };
+    const auto run_reduce_scatter = [&] {
+      require_ok(
+          flat.reduce_scatter(input.data(), output.data(), sizeof(float), sum, offsets.data()),
+          "shm reduce-scatter");
+    };
     const auto run_allgather = [&] {
       require_ok(flat.allgather_in_place(output.data(), offsets.data()), "shm allgather");
     };
@@ -201,6 +208,9 @@ int run(const Options& options, MPI_Comm comm) {
       return static_cast<float>(ranks * (ranks + 1) / 2 + ranks * (i % 7));
     };
     run_flat();
+    wrong += wrong_elements(comm, output, sum_at);
+    std::fill(output.begin(), output.end(), 0.0f);
+    run_reduce_scatter();
     run_allgather();
     wrong += wrong_elements(comm, output, sum_at);
     std::fill(output.begin(), output.end(), 0.0f);
@@ -209,26 +219,29 @@ int run(const Options& options, MPI_Comm comm) {
 
     std::vector<double> flat_times;
     std::vector<double> steps_times;
+    std::vector<double> reduce_scatter_times;
     std::vector<double> allgather_times;
     std::vector<double> hier_times;
     for (int rep = 0; rep < options.reps; ++rep) {
       flat_times.push_back(timed(comm, run_flat));
       steps_times.push_back(timed(comm, [&] {
-        run_flat();
+        run_reduce_scatter();
         run_allgather();
       }));
+      reduce_scatter_times.push_back(timed(comm, run_reduce_scatter));
       allgather_times.push_back(timed(comm, run_allgather));
       if (host_group != nullptr) hier_times.push_back(timed(comm, run_hier));
     }
     if (rank == 0) {
       const double flat_us = median(flat_times) * 1e6;
-      const double steps_us = median(steps_times) * 1e6;
-      const double allgather_us = median(allgather_times) * 1e6;
-      const double hier_us = hier_times.empty() ? 0.0 : median(hier_times) * 1e6;
-      std::printf("%-10s %12.1f %12.1f %8.2f %12.1f %8.2f %12.1f %8.2f\n",
-                  fmt::format("{}K", size >> 10).c_str(), flat_us, steps_us, flat_us / steps_us,
-                  allgather_us, flat_us / allgather_us, hier_us,
-                  hier_us > 0 ? flat_us / hier_us : 0.0);
+      const auto column = [flat_us](const std::vector<double>& times) {
+        if (times.empty()) return fmt::format("{:>10} {:>6}", "-", "-");
+        const double us = median(times) * 1e6;
+        return fmt::format("{:>10.1f} {:>6.2f}", us, flat_us / us);
+      };
+      std::printf("%-8s %10.1f %s %s %s %s\n", fmt::format("{}K", size >> 10).c_str(), flat_us,
+                  column(steps_times).c_str(), column(reduce_scatter_times).c_str(),
+                  column(allgather_times).c_str(), column(hier_times).c_str());
       std::fflush(stdout);
     }
   }

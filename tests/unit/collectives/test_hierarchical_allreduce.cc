@@ -385,10 +385,12 @@ TEST_CASE("hierarchical allreduce fails naming a rank that never arrives",
                                       sum_of<float>(), group, AllreduceOptions{});
       });
   REQUIRE_FALSE(statuses[2].is_ok());
-  CHECK_THAT(statuses[2].message(),
-             Catch::Contains("step 1, the shared-memory allreduce") &&
-                 Catch::Contains("local rank 0 of 2 on host 1 of 2") &&
-                 Catch::Contains("rank 1 did not finish copying in of chunk 0 of 2 within 200 ms"));
+  CHECK_THAT(
+      statuses[2].message(),
+      Catch::Contains("step 1, the shared-memory reduce-scatter") &&
+          Catch::Contains("local rank 0 of 2 on host 1 of 2") &&
+          Catch::Contains(
+              "rank 1 did not finish the reduce-scatter's copy-in of chunk 0 of 2 within 200 ms"));
   for (const int rank : {0, 1}) {
     INFO("rank " << rank);
     REQUIRE_FALSE(statuses[static_cast<std::size_t>(rank)].is_ok());
