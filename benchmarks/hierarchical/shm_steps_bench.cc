@@ -41,6 +41,7 @@
 
 #include <fmt/format.h>
 
+#include "benchmarks/hierarchical/bench_util.h"
 #include "collectives/hierarchical_allreduce.h"
 #include "collectives/mpi/mpi_transport.h"
 #include "collectives/mpi/node_shm.h"
@@ -57,18 +58,6 @@ struct Options {
   int local_size = 2;
 };
 
-// "64M", "512K", "1024": bytes.
-int64_t parse_bytes(const std::string& text) {
-  std::size_t end = 0;
-  const int64_t value = std::stoll(text, &end);
-  const std::string unit = text.substr(end);
-  if (unit.empty()) return value;
-  if (unit == "K") return value << 10;
-  if (unit == "M") return value << 20;
-  if (unit == "G") return value << 30;
-  throw std::invalid_argument("size " + text + ": the unit is K, M or G");
-}
-
 Options parse_options(int argc, char** argv) {
   Options options;
   for (int i = 1; i < argc; ++i) {
@@ -76,13 +65,7 @@ Options parse_options(int argc, char** argv) {
     if (i + 1 >= argc) throw std::invalid_argument(flag + " needs a value");
     const std::string value = argv[++i];
     if (flag == "--sizes") {
-      options.sizes.clear();
-      std::size_t from = 0;
-      while (from <= value.size()) {
-        const std::size_t comma = std::min(value.find(',', from), value.size());
-        options.sizes.push_back(parse_bytes(value.substr(from, comma - from)));
-        from = comma + 1;
-      }
+      options.sizes = parse_sizes(value);
     } else if (flag == "--reps") {
       options.reps = std::stoi(value);
     } else if (flag == "--local-size") {
@@ -92,26 +75,6 @@ Options parse_options(int argc, char** argv) {
     }
   }
   return options;
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
-
-// Seconds the slowest rank took for `body`, started together.
-double timed(MPI_Comm comm, const std::function<void()>& body) {
-  MPI_Barrier(comm);
-  const auto start = std::chrono::steady_clock::now();
-  body();
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, comm);
-  return seconds;
-}
-
-void require_ok(const Status& status, const char* what) {
-  if (!status.is_ok()) throw std::runtime_error(std::string(what) + ": " + status.message());
 }
 
 // Elements of `data` that differ from expected(i), summed over ranks.
@@ -234,15 +197,8 @@ int run(const Options& options, MPI_Comm comm) {
     }
     if (rank == 0) {
       const double flat_us = median(flat_times) * 1e6;
-      // The median of the repetitions' own ratios: a ratio of two
-      // variants run seconds apart is steadier than a ratio of medians.
       const auto column = [&flat_times](const std::vector<double>& times) {
-        if (times.empty()) return fmt::format("{:>10} {:>6}", "-", "-");
-        std::vector<double> ratios;
-        for (std::size_t rep = 0; rep < times.size(); ++rep) {
-          ratios.push_back(flat_times[rep] / times[rep]);
-        }
-        return fmt::format("{:>10.1f} {:>6.2f}", median(times) * 1e6, median(ratios));
+        return ratio_column(times, flat_times);
       };
       std::printf("%-8s %10.1f %s %s %s %s\n", fmt::format("{}K", size >> 10).c_str(), flat_us,
                   column(steps_times).c_str(), column(reduce_scatter_times).c_str(),
