@@ -5,7 +5,9 @@
 
 #include <fmt/format.h>
 
-#include "collectives/allgather.h"
+#include "collectives/chunking.h"
+#include "collectives/ring_phases.h"
+#include "collectives/tags.h"
 #include "common/enforce.h"
 
 namespace herd::collectives {
@@ -58,37 +60,20 @@ Status hierarchical_allgatherv(const void* input, void* output,
           .with_context(where("step 1, the shared-memory allgather of the host's blocks")));
   if (hosts == 1) return Status::ok();
 
-  // 2. Slice local_rank of every host's region, through a scratch buffer
-  // holding them end to end in host order.
-  std::vector<int64_t> slice_bytes(static_cast<std::size_t>(hosts));
-  std::vector<std::size_t> scratch_offsets{0};
+  // 2. Slice local_rank of every host's region, where it lies in the
+  // output: the ring's allgather phase over H blocks that need not touch.
+  std::vector<Range> slices;
   for (int h = 0; h < hosts; ++h) {
     std::size_t begin = 0;
     std::size_t end = 0;
     slice(h, local_rank, &begin, &end);
-    slice_bytes[static_cast<std::size_t>(h)] = static_cast<int64_t>(end - begin);
-    scratch_offsets.push_back(scratch_offsets.back() + (end - begin));
+    slices.push_back(
+        Range{static_cast<int64_t>(region_begin(h) + begin), static_cast<int64_t>(end - begin)});
   }
-  std::vector<uint8_t> scratch(scratch_offsets.back());
-  std::size_t own_begin = 0;
-  std::size_t own_end = 0;
-  slice(host, local_rank, &own_begin, &own_end);
-  uint8_t* own_block = scratch.data() + scratch_offsets[static_cast<std::size_t>(host)];
-  if (own_end > own_begin) {
-    std::memcpy(own_block, out + region_begin(host) + own_begin, own_end - own_begin);
-  }
-  HERD_RETURN_IF_ERROR(ring_allgatherv(own_block, scratch.data(), slice_bytes, cross, segment_bytes)
+  const detail::RingPhase phase{"hierarchical allgather", detail::kRingAllgathervTag,
+                                detail::segment_count_for(segment_bytes, 1)};
+  HERD_RETURN_IF_ERROR(detail::ring_allgather_phase(output, slices, 1, cross, phase)
                            .with_context(where("step 2, the allgather across hosts")));
-  for (int h = 0; h < hosts; ++h) {
-    if (h == host) continue;
-    std::size_t begin = 0;
-    std::size_t end = 0;
-    slice(h, local_rank, &begin, &end);
-    if (end > begin) {
-      std::memcpy(out + region_begin(h) + begin,
-                  scratch.data() + scratch_offsets[static_cast<std::size_t>(h)], end - begin);
-    }
-  }
 
   // 3. Every other host's region, local rank i holding its slice i.
   std::vector<std::size_t> slice_offsets(static_cast<std::size_t>(local_size) + 1);

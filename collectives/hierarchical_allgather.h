@@ -13,9 +13,9 @@
 //   2. across hosts: each host's region is cut into L slices
 //      (hierarchical_shard over its bytes); local rank i exchanges slice i
 //      of its host's region for slice i of every other host's with local
-//      rank i of every other host (ring_allgatherv over `cross`, through a
-//      scratch buffer holding the H slices end to end), so the L slices
-//      cross at once on L connections per host;
+//      rank i of every other host (the ring allgather over `cross`, each
+//      slice sent from and received into its place in the output), so the
+//      L slices cross at once on L connections per host;
 //   3. inside the host: one allgather_in_place per other host's region,
 //      local rank i holding slice i, gives every local rank all of it.
 // Per host the network carries (H - 1) / H of the output in each direction,
