@@ -232,17 +232,22 @@ const std::array<Setting, 29> kSettings = {{
        return Status::ok();
      },
      kMayDiffer},
-    {"HERD_RING_SEGMENT_BYTES", "1048576",
+    {"HERD_RING_SEGMENT_BYTES", "auto",
      "Size of one segment of the ring algorithms (allreduce, allgather, "
      "reducescatter): each ring step sends a chunk in segments of at most this "
-     "many bytes.",
+     "many bytes; auto: 1 MiB when the process set is on one machine, 4 MiB "
+     "when it spans hosts.",
      [](const char* variable, std::string_view text, Config* config) {
+       if (text == "auto") {
+         config->ring_segment_bytes = -1;
+         return Status::ok();
+       }
        auto value = parse_integer(text, 1, kMaxInt64);
-       if (!value) return bad_value(variable, text, "a positive integer (bytes)");
+       if (!value) return bad_value(variable, text, "auto or a positive integer (bytes)");
        config->ring_segment_bytes = *value;
        return Status::ok();
      },
-     &field_value<&Config::ring_segment_bytes>},
+     &field_value<&Config::ring_segment_bytes>, &auto_or_decimal_text},
     {"HERD_SMALL_ALLREDUCE_BYTES", "auto",
      "Buffers of at most this many bytes use recursive doubling instead of the "
      "ring where HERD_ALLREDUCE_ALGORITHM=shm finds no shared memory for them, "
