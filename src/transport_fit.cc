@@ -25,4 +25,9 @@ Config fit_to_transport(const Config& config, const collectives::HostLayout& lay
   return fitted;
 }
 
+std::size_t ring_segment_bytes(const Config& config) {
+  return config.ring_segment_bytes == kAuto ? collectives::kDefaultSegmentBytes
+                                            : static_cast<std::size_t>(config.ring_segment_bytes);
+}
+
 }  // namespace herd::detail

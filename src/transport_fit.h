@@ -11,6 +11,7 @@
 // settings. Pure: tested without MPI.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "collectives/mpi/host_layout.h"
@@ -35,5 +36,10 @@ constexpr int64_t kAcrossHostsEagerPieceBytes = 0;
 // to read from Open MPI. A value the user set always stays. Never leaves
 // ring_segment_bytes at auto.
 Config fit_to_transport(const Config& config, const collectives::HostLayout& layout);
+
+// config.ring_segment_bytes as a size: collectives::kDefaultSegmentBytes
+// where it is still auto (a Config that fit_to_transport has not seen, as
+// in-process tests give their loops).
+std::size_t ring_segment_bytes(const Config& config);
 
 }  // namespace herd::detail

@@ -1,7 +1,8 @@
 // fit_to_transport (src/transport_fit.h): the settings left at auto take the
 // one-machine values on a set within one host and the TCP values on a set
 // spanning hosts; a value the user set stays on either; nothing else changes,
-// the recursive-doubling threshold included.
+// the recursive-doubling threshold included. ring_segment_bytes reads an
+// unfitted auto as 1 MiB.
 #include <cstdint>
 #include <vector>
 
@@ -79,6 +80,14 @@ TEST_CASE("transport fit: the other settings pass through", "[transport_fit]") {
   CHECK(fitted.shm_allreduce_bytes == 4096);
   CHECK(fitted.allreduce_algorithm == AllreduceAlgorithmSetting::kRing);
   CHECK(fitted.process_sets == std::vector<std::vector<int>>{{0, 1}});
+}
+
+TEST_CASE("transport fit: the segment size of a Config fitted or not", "[transport_fit]") {
+  Config config;
+  CHECK(ring_segment_bytes(config) == 1 << 20);  // auto, never fitted
+  config.ring_segment_bytes = 12345;
+  CHECK(ring_segment_bytes(config) == 12345);
+  CHECK(ring_segment_bytes(fit_to_transport(Config{}, layout_of(2, 1))) == 4 << 20);
 }
 
 }  // namespace herd::detail
