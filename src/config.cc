@@ -517,11 +517,11 @@ const std::array<Setting, 29> kSettings = {{
 }};
 
 // HERD_* variables that are not settings: herdrun, herd's scripts (scripts/,
-// benchmarks/gpu/device_check.sh, setup.py) and herd-train (one per option,
+// benchmarks/, setup.py) and herd-train (one per option,
 // examples/herd_train/train_options.h) read them, and they reach herd::init
 // through the environment of the processes those start. Known, so that they
 // draw no warning; candidates for "did you mean" like the settings.
-constexpr std::array<const char*, 54> kToolVariables = {{
+constexpr std::array<const char*, 56> kToolVariables = {{
     // scripts/ and setup.py
     "HERD_BUILD_DIR",
     "HERD_CMAKE_ARGS",
@@ -530,6 +530,9 @@ constexpr std::array<const char*, 54> kToolVariables = {{
     "HERD_SCRIPT",
     "HERD_TRAIN_RANKS",
     "HERD_VENV",
+    // scripts/emulated_hosts.py's launch agent, and benchmarks/multihost_report.sh
+    "HERD_AGENT_PREFIX",
+    "HERD_REPORT_MAX_BYTES",
     // benchmarks/gpu/device_check.sh
     "HERD_CHECK_BUDGET_S",
     "HERD_CHECK_BUILD_DIR",
