@@ -3,12 +3,14 @@
 jobs on one machine over real TCP.
 
     scripts/emulated_hosts.py run [--hosts H] [--ranks-per-host L] [--name NAME]
-        [--mpiexec PATH] [--timeout S] -- [MPIEXEC_FLAG...] PROGRAM [ARG...]
+        [--mpiexec PATH] [--timeout S] [--btl LIST] -- [MPIEXEC_FLAG...] PROGRAM [ARG...]
     scripts/emulated_hosts.py up|down [--hosts H] [--name NAME]
     scripts/emulated_hosts.py flags [--hosts H] [--ranks-per-host L] [--name NAME]
 
 `run` makes H hosts (default 2), runs PROGRAM on L ranks each (default 1)
-under mpiexec over Open MPI's TCP transport only, and removes the hosts
+under mpiexec over Open MPI's TCP transport only (--btl tcp,self, the
+default; --btl tcp,vader,self adds shared memory between the ranks of one
+host, as Open MPI uses by default on real hosts), and removes the hosts
 again, also when the job fails, times out or is interrupted; it exits with
 mpiexec's status, 124 on the time limit (the job is killed), 128+N when
 ended by signal N (SIGTERM, SIGINT, SIGHUP), and 77 (ctest's skip) with the
@@ -30,8 +32,9 @@ mpiexec. Open MPI starts its daemon on each host through
 scripts/emulated_hosts_agent, its launch agent (plm_rsh_agent), which runs
 the daemon inside the namespace that owns the host's address, with a TMPDIR
 of the host's own, $TMPDIR/herd-NAME-h<i> (Open MPI's session directories;
-removed with the host). The hosts share the machine's CPUs, memory and file
-systems; only the network stack is theirs, so shared memory between ranks
+removed with the host), under the namespace's name as its host name. The
+hosts share the machine's CPUs, memory and file systems; only the network
+stack and the host name are theirs, so shared memory between ranks
 of one host works as on a real one, and ranks of different hosts reach each
 other only over TCP.
 
@@ -368,10 +371,11 @@ class EmulatedHosts:
         env["PMIX_MCA_gds"] = "hash"
         return env
 
-    def mpiexec_flags(self, ranks_per_host=1, hosts=None, forward=None):
+    def mpiexec_flags(self, ranks_per_host=1, hosts=None, forward=None, btl="tcp,self"):
         """Open MPI flags that place `ranks_per_host` ranks on each of `hosts`
-        (default all) over TCP between the hosts' addresses only, and forward
-        the HERD_*/HOROVOD_* variables of `forward` (default os.environ)."""
+        (default all) over TCP between the hosts' addresses only, with Open
+        MPI's transports `btl`, and forward the HERD_*/HOROVOD_* variables of
+        `forward` (default os.environ)."""
         hosts = self.hosts() if hosts is None else hosts
         env = os.environ if forward is None else forward
         flags = [
@@ -379,7 +383,7 @@ class EmulatedHosts:
             # several daemons share one machine.
             "--mca", "rtc", "^hwloc",
             "--mca", "plm_rsh_agent", AGENT,
-            "--mca", "btl", "tcp,self",
+            "--mca", "btl", btl,
             "--mca", "btl_tcp_if_include", f"{self.subnet}.0/24",
             "--mca", "oob_tcp_if_include", f"{self.subnet}.0/24",
             "-H", ",".join(f"{self.address(h)}:{ranks_per_host}" for h in hosts),
@@ -393,9 +397,10 @@ class EmulatedHosts:
                 flags += ["-x", key]
         return flags
 
-    def mpiexec_command(self, ranks_per_host, rest, mpiexec="mpiexec", hosts=None):
+    def mpiexec_command(self, ranks_per_host, rest, mpiexec="mpiexec", hosts=None,
+                        btl="tcp,self"):
         """mpiexec, the hosts' flags, then `rest` (more flags, the program and its arguments)."""
-        return [mpiexec, *self.mpiexec_flags(ranks_per_host, hosts), *rest]
+        return [mpiexec, *self.mpiexec_flags(ranks_per_host, hosts, btl=btl), *rest]
 
 
 class _Ended(Exception):
@@ -429,7 +434,7 @@ def _run(args):
             made = False  # up() removed what it had made
             print(f"skipped: {reason}", flush=True)
             return SKIP
-        command = hosts.mpiexec_command(args.ranks_per_host, rest, args.mpiexec)
+        command = hosts.mpiexec_command(args.ranks_per_host, rest, args.mpiexec, btl=args.btl)
         process = subprocess.Popen(command, env=hosts.env(), start_new_session=True)
         hosts.watch(process.pid)
         try:
@@ -510,6 +515,8 @@ def main(argv=None):
     parser.add_argument("--timeout", type=float, default=None,
                         help="seconds before the job is killed (default none)")
     parser.add_argument("--subnet", help=argparse.SUPPRESS)  # the guard's
+    parser.add_argument("--btl", default="tcp,self",
+                        help="Open MPI's transports (--mca btl; default tcp,self)")
     argv = sys.argv[1:] if argv is None else argv
     # Everything after the first "--" is the job's: mpiexec flags, the
     # program and its arguments.
@@ -545,7 +552,7 @@ def main(argv=None):
               "(scripts/emulated_hosts.py up first)", file=sys.stderr)
         return 2
     hosts.subnet = os.path.basename(claim)
-    print("\n".join(hosts.mpiexec_flags(args.ranks_per_host)))
+    print("\n".join(hosts.mpiexec_flags(args.ranks_per_host, btl=args.btl)))
     return 0
 
 if __name__ == "__main__":

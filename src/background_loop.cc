@@ -18,6 +18,7 @@
 #include "src/rank_file_path.h"
 #include "src/spin_wait.h"
 #include "src/timeline.h"
+#include "src/transport_fit.h"
 
 namespace herd::detail {
 namespace {
@@ -100,9 +101,7 @@ BackgroundLoop::BackgroundLoop(const Config& config, TensorQueue& queue, Control
       queue_(queue),
       control_(control),
       executor_(transport, allreduce_options(config), shm, set_id, config.allreduce_algorithm),
-      collective_executor_(transport, executor_,
-                           static_cast<std::size_t>(config.ring_segment_bytes), global_ranks_,
-                           set_id),
+      collective_executor_(transport, executor_, ring_segment_bytes(config), global_ranks_, set_id),
       gpu_(gpu),
       gpu_context_(with_loop(std::move(gpu_context), &config_, set_id)),
       cache_(static_cast<std::size_t>(config.cache_capacity)),

@@ -232,17 +232,22 @@ const std::array<Setting, 29> kSettings = {{
        return Status::ok();
      },
      kMayDiffer},
-    {"HERD_RING_SEGMENT_BYTES", "1048576",
+    {"HERD_RING_SEGMENT_BYTES", "auto",
      "Size of one segment of the ring algorithms (allreduce, allgather, "
      "reducescatter): each ring step sends a chunk in segments of at most this "
-     "many bytes.",
+     "many bytes; auto: 1 MiB when the process set is on one machine, 4 MiB "
+     "when it spans hosts.",
      [](const char* variable, std::string_view text, Config* config) {
+       if (text == "auto") {
+         config->ring_segment_bytes = -1;
+         return Status::ok();
+       }
        auto value = parse_integer(text, 1, kMaxInt64);
-       if (!value) return bad_value(variable, text, "a positive integer (bytes)");
+       if (!value) return bad_value(variable, text, "auto or a positive integer (bytes)");
        config->ring_segment_bytes = *value;
        return Status::ok();
      },
-     &field_value<&Config::ring_segment_bytes>},
+     &field_value<&Config::ring_segment_bytes>, &auto_or_decimal_text},
     {"HERD_SMALL_ALLREDUCE_BYTES", "auto",
      "Buffers of at most this many bytes use recursive doubling instead of the "
      "ring where HERD_ALLREDUCE_ALGORITHM=shm finds no shared memory for them, "
@@ -513,11 +518,11 @@ const std::array<Setting, 29> kSettings = {{
 }};
 
 // HERD_* variables that are not settings: herdrun, herd's scripts (scripts/,
-// benchmarks/gpu/device_check.sh, setup.py) and herd-train (one per option,
+// benchmarks/, setup.py) and herd-train (one per option,
 // examples/herd_train/train_options.h) read them, and they reach herd::init
 // through the environment of the processes those start. Known, so that they
 // draw no warning; candidates for "did you mean" like the settings.
-constexpr std::array<const char*, 54> kToolVariables = {{
+constexpr std::array<const char*, 56> kToolVariables = {{
     // scripts/ and setup.py
     "HERD_BUILD_DIR",
     "HERD_CMAKE_ARGS",
@@ -526,6 +531,9 @@ constexpr std::array<const char*, 54> kToolVariables = {{
     "HERD_SCRIPT",
     "HERD_TRAIN_RANKS",
     "HERD_VENV",
+    // scripts/emulated_hosts.py's launch agent, and benchmarks/multihost_report.sh
+    "HERD_AGENT_PREFIX",
+    "HERD_REPORT_MAX_BYTES",
     // benchmarks/gpu/device_check.sh
     "HERD_CHECK_BUDGET_S",
     "HERD_CHECK_BUILD_DIR",

@@ -64,8 +64,9 @@ struct Config {
   int64_t cache_capacity = 1024;
   // HERD_LOG_LEVEL.
   LogLevel log_level = LogLevel::kWarning;
-  // HERD_RING_SEGMENT_BYTES: size of one ring segment.
-  int64_t ring_segment_bytes = 1 << 20;
+  // HERD_RING_SEGMENT_BYTES: size of one ring segment; -1 (the variable's
+  // "auto"): fitted to the process set's transport (src/transport_fit.h).
+  int64_t ring_segment_bytes = -1;
   // HERD_SMALL_ALLREDUCE_BYTES: buffers up to this size use recursive
   // doubling instead of the ring under a fixed shm where shared memory does
   // not serve them, and try it first under auto; 0: the ring.
@@ -74,7 +75,8 @@ struct Config {
   // HERD_EAGER_PIECE_BYTES: messages of up to two such pieces are cut into
   // pieces this long so that MPI sends them eagerly (mpi_transport.h); 0
   // never cuts; -1 (the variable's "auto"): from MPI's shared-memory eager
-  // limit when the process set is on one machine (eager_limit.h).
+  // limit when the process set is on one machine (eager_limit.h), fitted to
+  // the network when it spans hosts (src/transport_fit.h).
   int64_t eager_piece_bytes = -1;
   // HERD_SHM_ALLREDUCE_BYTES: CPU allreduces of at most this many bytes may
   // run through shared memory when the process set is on one machine

@@ -10,12 +10,13 @@
 #include "collectives/adasum.h"
 #include "ops/reduce.h"
 #include "src/timeline.h"
+#include "src/transport_fit.h"
 
 namespace herd::detail {
 
 collectives::AllreduceOptions allreduce_options(const Config& config) {
   collectives::AllreduceOptions options;
-  options.segment_bytes = static_cast<std::size_t>(config.ring_segment_bytes);
+  options.segment_bytes = ring_segment_bytes(config);
   options.small_message_threshold_bytes = config.small_allreduce_bytes;
   return options;
 }

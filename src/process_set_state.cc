@@ -4,7 +4,9 @@
 
 #include <fmt/format.h>
 
+#include "collectives/allreduce.h"
 #include "collectives/mpi/eager_limit.h"
+#include "collectives/mpi/host_layout.h"
 #include "collectives/mpi/mpi_check.h"
 #include "common/logging.h"
 #include "herd/error.h"
@@ -12,6 +14,7 @@
 #include "src/handle_state.h"
 #include "src/mpi_control_channel.h"
 #include "src/runtime.h"
+#include "src/transport_fit.h"
 
 namespace herd::detail {
 namespace {
@@ -27,6 +30,20 @@ int rank_in(MPI_Comm comm) {
   return rank;
 }
 
+// What fit_to_transport and the eager-piece agreement settled, for
+// HERD_LOG_LEVEL=debug.
+void log_transport_fit(int set_id, int set_size, const Config& fitted,
+                       const collectives::MpiTransport& transport) {
+  const std::size_t recursive_doubling_bytes =
+      fitted.small_allreduce_bytes < 0 ? collectives::small_allreduce_threshold(set_size)
+                                       : static_cast<std::size_t>(fitted.small_allreduce_bytes);
+  HERD_LOG(kDebug,
+           "process set {}: ring segments of {} bytes, eager pieces of {} bytes, recursive "
+           "doubling up to {} bytes",
+           set_id, fitted.ring_segment_bytes, transport.eager_piece_bytes(),
+           recursive_doubling_bytes);
+}
+
 }  // namespace
 
 ProcessSetState::ProcessSetState(int id, std::vector<int> ranks, MPI_Comm comm,
@@ -40,9 +57,12 @@ ProcessSetState::ProcessSetState(int id, std::vector<int> ranks, MPI_Comm comm,
     stop();
     throw Error(fmt::format("process set {}: {}", id_, duplicated.message()));
   }
+  // The settings left at auto that depend on how the ranks reach each other.
+  const Config fitted = fit_to_transport(config, collectives::host_layout(data_comm_));
   transport_ = std::make_unique<collectives::MpiTransport>(
       data_comm_, collectives::kMaxMpiMessageBytes,
-      collectives::agree_eager_piece_bytes(data_comm_, config.eager_piece_bytes));
+      collectives::agree_eager_piece_bytes(data_comm_, fitted.eager_piece_bytes));
+  log_transport_fit(id_, static_cast<int>(ranks_.size()), fitted, *transport_);
   transport_->set_collective_timeout(collective_timeout(config));
   control_ = std::make_unique<MpiControlChannel>(control_comm_, collective_timeout(config));
   const ShmPath shm = make_shm_path(config);
@@ -56,7 +76,7 @@ ProcessSetState::ProcessSetState(int id, std::vector<int> ranks, MPI_Comm comm,
   gpu_context.comm = data_comm_;
   gpu_context.host_transport = transport_.get();
   gpu_context.global_ranks = ranks_;
-  loop_ = std::make_shared<BackgroundLoop>(config, queue_, *control_, *transport_, ranks_,
+  loop_ = std::make_shared<BackgroundLoop>(fitted, queue_, *control_, *transport_, ranks_,
                                            stop_reason, gpu, std::move(gpu_context), shm, id_);
   thread_ = std::thread([loop = loop_.get()] { loop->run(); });
 }

@@ -68,6 +68,8 @@ class MpiTransport final : public Transport {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  // The eager piece size the transport cuts messages with; 0: none.
+  std::size_t eager_piece_bytes() const { return eager_piece_bytes_; }
   // A wait in which nothing moved for `timeout` fails, naming the peer it
   // waits for (HERD_COLLECTIVE_TIMEOUT); 0, the default, waits for ever.
   // Applies to transfers posted after the call.

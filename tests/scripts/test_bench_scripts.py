@@ -589,3 +589,60 @@ def test_median_csv_feeds_the_fit(tmp_path, capsys):
     assert "| α (per message) | 4 µs |" in out
     assert "5e-10 s/B = 2 GB/s" in out
     assert "| herd runtime overhead per call | 10 µs |" in out
+
+
+# --- multihost_report.sh ---------------------------------------------------
+
+MULTIHOST_REPORT = os.path.join(os.path.abspath(BENCHMARKS), "multihost_report.sh")
+
+
+def multihost_report(tmp_path, *args, **env):
+    """Runs the report script with `args` and the environment plus `env`; its build folder is
+    an empty one of tmp_path's unless env names another."""
+    environment = dict(os.environ, HERD_BUILD_DIR=str(tmp_path / "no-build"))
+    environment.pop("HERD_REPORT_MAX_BYTES", None)
+    environment.update(env)
+    return subprocess.run(["bash", MULTIHOST_REPORT, *args], capture_output=True, text=True,
+                          env=environment, timeout=60)
+
+
+@pytest.mark.parametrize("args", [
+    [],                       # no OUT_DIR
+    ["{out}", "2", "extra"],  # too many
+    ["-o"],                   # an option where OUT_DIR goes
+    ["--runs"],
+    ["{out}", "0"],           # RUNS must be positive
+    ["{out}", "x"],
+    ["{out}", "-1"],
+    ["{out}", "1.5"],
+])
+def test_multihost_report_refuses_bad_arguments(tmp_path, args):
+    out = tmp_path / "out"
+    done = multihost_report(tmp_path, *[a.format(out=out) for a in args])
+    assert done.returncode == 2
+    assert done.stderr.startswith("usage: benchmarks/multihost_report.sh OUT_DIR [RUNS]")
+    assert done.stdout == ""
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("size", ["16MB", "0", "1T", "-4K", "4 K", "04K"])
+def test_multihost_report_refuses_a_bad_max_size(tmp_path, size):
+    out = tmp_path / "out"
+    done = multihost_report(tmp_path, str(out), HERD_REPORT_MAX_BYTES=size)
+    assert done.returncode == 2
+    assert done.stderr == (f"multihost_report: HERD_REPORT_MAX_BYTES='{size}': expected a size "
+                           "such as 16M\n")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("args", [["{out}"], ["{out}", "3"]])
+def test_multihost_report_needs_the_build(tmp_path, args):
+    # Accepted arguments, and a size that passes, get as far as the missing herd-bench.
+    out = tmp_path / "out"
+    done = multihost_report(tmp_path, *[a.format(out=out) for a in args],
+                            HERD_REPORT_MAX_BYTES="16M")
+    assert done.returncode == 2
+    missing = tmp_path / "no-build" / "benchmarks" / "herd-bench"
+    assert done.stderr == (f"multihost_report: {missing} is missing; run scripts/build.sh "
+                           "first\n")
+    assert not out.exists()

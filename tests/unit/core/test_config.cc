@@ -124,7 +124,7 @@ TEST_CASE("config: an empty environment keeps every default", "[config]") {
   CHECK(config.cycle_time_ms == 100.0);
   CHECK(config.cache_capacity == 1024);
   CHECK(config.log_level == LogLevel::kWarning);
-  CHECK(config.ring_segment_bytes == 1048576);
+  CHECK(config.ring_segment_bytes == -1);
   CHECK(config.small_allreduce_bytes == -1);
   CHECK(config.stall_check_seconds == 60.0);
   CHECK(differing_fields(config, Config{}).empty());
@@ -209,8 +209,10 @@ TEST_CASE("config: HERD_RING_SEGMENT_BYTES", "[config]") {
   CHECK(config.ring_segment_bytes == 1);
   REQUIRE(read({{"HERD_RING_SEGMENT_BYTES", "4096"}}, &config).is_ok());
   CHECK(config.ring_segment_bytes == 4096);
-  for (const char* bad : {"0", "-4096", "4k", ""}) {
-    check_rejected("HERD_RING_SEGMENT_BYTES", bad, "a positive integer (bytes)");
+  REQUIRE(read({{"HERD_RING_SEGMENT_BYTES", "auto"}}, &config).is_ok());
+  CHECK(config.ring_segment_bytes == -1);
+  for (const char* bad : {"0", "-1", "-4096", "4k", "", "AUTO", " auto"}) {
+    check_rejected("HERD_RING_SEGMENT_BYTES", bad, "auto or a positive integer (bytes)");
   }
 }
 
@@ -923,7 +925,7 @@ TEST_CASE("config: compared values print as the variables spell them", "[config]
       {"HERD_FUSION_THRESHOLD", {{0, "0"}, {4194304, "4194304"}}},
       {"HERD_FUSION_MAX_TENSOR_BYTES", {{262144, "262144"}}},
       {"HERD_CACHE_CAPACITY", {{1024, "1024"}}},
-      {"HERD_RING_SEGMENT_BYTES", {{1, "1"}}},
+      {"HERD_RING_SEGMENT_BYTES", {{-1, "auto"}, {1, "1"}}},
       {"HERD_SMALL_ALLREDUCE_BYTES", {{-1, "auto"}, {0, "0"}, {65536, "65536"}}},
       {"HERD_SHM_ALLREDUCE_BYTES", {{-1, "auto"}, {4096, "4096"}}},
       {"HERD_ALLREDUCE_ALGORITHM",
