@@ -13,12 +13,13 @@ HostLayout host_layout_of(const std::vector<int>& host_of, int rank) {
   layout.host = host_of.empty() ? 0 : host_of[static_cast<std::size_t>(rank)];
   std::vector<int> ranks_on(static_cast<std::size_t>(layout.hosts), 0);
   for (std::size_t r = 0; r < host_of.size(); ++r) {
-    if (static_cast<int>(r) == rank) layout.local_rank = ranks_on[static_cast<std::size_t>(host_of[r])];
+    if (static_cast<int>(r) == rank)
+      layout.local_rank = ranks_on[static_cast<std::size_t>(host_of[r])];
     ++ranks_on[static_cast<std::size_t>(host_of[r])];
   }
   layout.local_size = ranks_on[static_cast<std::size_t>(layout.host)];
-  layout.uniform = std::all_of(ranks_on.begin(), ranks_on.end(),
-                               [&](int n) { return n == ranks_on.front(); });
+  layout.uniform =
+      std::all_of(ranks_on.begin(), ranks_on.end(), [&](int n) { return n == ranks_on.front(); });
   for (std::size_t r = 1; r < host_of.size(); ++r) {
     // Contiguous: the host index never goes back to an earlier one.
     if (host_of[r] != host_of[r - 1] && host_of[r] != host_of[r - 1] + 1) layout.contiguous = false;
