@@ -1,0 +1,258 @@
+// herd-shm-steps-bench: what the hierarchical allreduce's steps inside a
+// host cost against the flat shared-memory allreduce, on one machine.
+//
+// Every rank of the launch must run on this machine: one shared-memory group
+// (make_node_shm) holds them all. Per buffer size, one repetition runs each
+// variant once, in turn, so that a slower phase of the machine weighs on all
+// of them alike:
+//   flat:      ShmAllreduceGroup::allreduce of the buffer (input -> output),
+//              the flat allreduce on one machine, and step 1 of the
+//              hierarchical allreduce;
+//   steps1+3:  the same, then allgather_in_place of the L shards
+//              (hierarchical_shard): what a host's ranks spend besides the
+//              network in the hierarchical allreduce;
+//   allgather: allgather_in_place alone;
+//   hier-LxH:  hierarchical_allreduce with ranks {0..L-1}, {L..2L-1}, ...
+//              playing hosts of --local-size ranks (each a shared-memory
+//              group of its own), step 2 over MPI between processes of this
+//              machine: not a network, so only a check that the steps run
+//              together at the expected cost.
+// A variant's time in a repetition is the slowest rank's (each rank times
+// from a barrier to its own return); the table gives each variant's median
+// over the repetitions and its ratio to flat's median (flat / variant: > 1
+// is faster than flat). Results are checked against closed forms once per
+// size; a wrong element makes the program exit 1.
+//
+// Usage: mpirun -np 4 herd-shm-steps-bench [--sizes 1M,4M,16M,64M]
+//        [--reps 15] [--local-size 2]
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "collectives/hierarchical_allreduce.h"
+#include "collectives/mpi/mpi_transport.h"
+#include "collectives/mpi/node_shm.h"
+#include "ops/reduce.h"
+
+namespace herd::bench {
+namespace {
+
+using collectives::FinishFn;
+
+struct Options {
+  std::vector<int64_t> sizes{1 << 20, 4 << 20, 16 << 20, 64 << 20};
+  int reps = 15;
+  int local_size = 2;
+};
+
+// "64M", "512K", "1024": bytes.
+int64_t parse_bytes(const std::string& text) {
+  std::size_t end = 0;
+  const int64_t value = std::stoll(text, &end);
+  const std::string unit = text.substr(end);
+  if (unit.empty()) return value;
+  if (unit == "K") return value << 10;
+  if (unit == "M") return value << 20;
+  if (unit == "G") return value << 30;
+  throw std::invalid_argument("size " + text + ": the unit is K, M or G");
+}
+
+Options parse_options(int argc, char** argv) {
+  Options options;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) throw std::invalid_argument(flag + " needs a value");
+    const std::string value = argv[++i];
+    if (flag == "--sizes") {
+      options.sizes.clear();
+      std::size_t from = 0;
+      while (from <= value.size()) {
+        const std::size_t comma = std::min(value.find(',', from), value.size());
+        options.sizes.push_back(parse_bytes(value.substr(from, comma - from)));
+        from = comma + 1;
+      }
+    } else if (flag == "--reps") {
+      options.reps = std::stoi(value);
+    } else if (flag == "--local-size") {
+      options.local_size = std::stoi(value);
+    } else {
+      throw std::invalid_argument("unknown option " + flag);
+    }
+  }
+  return options;
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+// Seconds the slowest rank took for `body`, started together.
+double timed(MPI_Comm comm, const std::function<void()>& body) {
+  MPI_Barrier(comm);
+  const auto start = std::chrono::steady_clock::now();
+  body();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, comm);
+  return seconds;
+}
+
+void require_ok(const Status& status, const char* what) {
+  if (!status.is_ok()) throw std::runtime_error(std::string(what) + ": " + status.message());
+}
+
+// Elements of `data` that differ from expected(i), summed over ranks.
+int64_t wrong_elements(MPI_Comm comm, const std::vector<float>& data,
+                       const std::function<float(int64_t i)>& expected) {
+  int64_t wrong = 0;
+  for (std::size_t i = 0; i < data.size(); ++i) {
+    wrong += data[i] != expected(static_cast<int64_t>(i)) ? 1 : 0;
+  }
+  MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_INT64_T, MPI_SUM, comm);
+  return wrong;
+}
+
+int run(const Options& options, MPI_Comm comm) {
+  int rank = 0;
+  int ranks = 0;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &ranks);
+  const int local_size = options.local_size;
+  if (local_size < 1 || ranks % local_size != 0) {
+    throw std::invalid_argument(
+        fmt::format("--local-size {} does not divide the {} ranks", local_size, ranks));
+  }
+  std::string why_not;
+  const std::unique_ptr<collectives::NodeShm> shm =
+      collectives::make_node_shm(comm, collectives::NodeShmOptions{}, &why_not);
+  if (!shm) throw std::runtime_error("no shared-memory group over every rank: " + why_not);
+  collectives::ShmAllreduceGroup& flat = shm->group();
+
+  // The played hosts: shared memory inside, MPI between local rank peers.
+  MPI_Comm host_comm = MPI_COMM_NULL;
+  MPI_Comm cross_comm = MPI_COMM_NULL;
+  MPI_Comm_split(comm, rank / local_size, rank, &host_comm);
+  MPI_Comm_split(comm, rank % local_size, rank, &cross_comm);
+  std::unique_ptr<collectives::NodeShm> host_shm;
+  collectives::ShmAllreduceGroup* host_group = nullptr;
+  if (local_size > 1) {
+    host_shm = collectives::make_node_shm(host_comm, collectives::NodeShmOptions{}, &why_not);
+    if (!host_shm) throw std::runtime_error("no shared-memory group on a played host: " + why_not);
+    host_group = &host_shm->group();
+  }
+  std::unique_ptr<collectives::MpiTransport> cross;
+  if (host_group != nullptr) cross = std::make_unique<collectives::MpiTransport>(cross_comm);
+
+  const ops::ReduceFn sum = ops::make_reduce_fn(DataType::kFloat32, ReduceOp::kSum);
+  const int hosts = ranks / local_size;
+  const std::string hier_name = fmt::format("hier-{}x{}", hosts, local_size);
+  if (rank == 0) {
+    std::printf(
+        "# herd-shm-steps-bench: %d ranks on one machine, float32 sum, %d repetitions, "
+        "median of the slowest rank's time; ratio = flat / variant\n",
+        ranks, options.reps);
+    std::printf("%-10s %12s %12s %8s %12s %8s %12s %8s\n", "size", "flat_us", "steps13_us", "ratio",
+                "allgather_us", "ratio", (hier_name + "_us").c_str(), "ratio");
+  }
+  int64_t wrong = 0;
+  for (const int64_t size : options.sizes) {
+    const int64_t count = size / static_cast<int64_t>(sizeof(float));
+    const auto elements = static_cast<std::size_t>(count);
+    // Rank r's value at i: r + 1 + i % 7, summing to p(p+1)/2 + p (i % 7).
+    std::vector<float> input(elements);
+    for (std::size_t i = 0; i < elements; ++i) input[i] = static_cast<float>(rank + 1 + i % 7);
+    std::vector<float> output(elements);
+    std::vector<std::size_t> offsets(static_cast<std::size_t>(ranks) + 1);
+    for (int j = 0; j < ranks; ++j) {
+      int64_t begin = 0;
+      int64_t end = 0;
+      collectives::hierarchical_shard(count, j, ranks, &begin, &end);
+      offsets[static_cast<std::size_t>(j)] = static_cast<std::size_t>(begin) * sizeof(float);
+    }
+    offsets.back() = elements * sizeof(float);
+    const auto run_flat = [&] {
+      require_ok(flat.allreduce(input.data(), output.data(), count, sizeof(float), sum),
+                 "flat shm allreduce");
+    };
+    const auto run_allgather = [&] {
+      require_ok(flat.allgather_in_place(output.data(), offsets.data()), "shm allgather");
+    };
+    const auto run_hier = [&] {
+      if (host_group == nullptr) return;
+      require_ok(collectives::hierarchical_allreduce(
+                     input.data(), output.data(), count, sizeof(float), sum,
+                     collectives::HierarchicalGroup{host_group, cross.get()},
+                     collectives::AllreduceOptions{}),
+                 "hierarchical allreduce");
+    };
+    const auto sum_at = [ranks](int64_t i) {
+      return static_cast<float>(ranks * (ranks + 1) / 2 + ranks * (i % 7));
+    };
+    run_flat();
+    run_allgather();
+    wrong += wrong_elements(comm, output, sum_at);
+    std::fill(output.begin(), output.end(), 0.0f);
+    run_hier();
+    if (host_group != nullptr) wrong += wrong_elements(comm, output, sum_at);
+
+    std::vector<double> flat_times;
+    std::vector<double> steps_times;
+    std::vector<double> allgather_times;
+    std::vector<double> hier_times;
+    for (int rep = 0; rep < options.reps; ++rep) {
+      flat_times.push_back(timed(comm, run_flat));
+      steps_times.push_back(timed(comm, [&] {
+        run_flat();
+        run_allgather();
+      }));
+      allgather_times.push_back(timed(comm, run_allgather));
+      if (host_group != nullptr) hier_times.push_back(timed(comm, run_hier));
+    }
+    if (rank == 0) {
+      const double flat_us = median(flat_times) * 1e6;
+      const double steps_us = median(steps_times) * 1e6;
+      const double allgather_us = median(allgather_times) * 1e6;
+      const double hier_us = hier_times.empty() ? 0.0 : median(hier_times) * 1e6;
+      std::printf("%-10s %12.1f %12.1f %8.2f %12.1f %8.2f %12.1f %8.2f\n",
+                  fmt::format("{}K", size >> 10).c_str(), flat_us, steps_us, flat_us / steps_us,
+                  allgather_us, flat_us / allgather_us, hier_us,
+                  hier_us > 0 ? flat_us / hier_us : 0.0);
+      std::fflush(stdout);
+    }
+  }
+  cross.reset();
+  host_shm.reset();
+  MPI_Comm_free(&cross_comm);
+  MPI_Comm_free(&host_comm);
+  if (rank == 0 && wrong > 0)
+    std::fprintf(stderr, "%lld elements wrong\n", static_cast<long long>(wrong));
+  return wrong > 0 ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace herd::bench
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int code = 0;
+  try {
+    code = herd::bench::run(herd::bench::parse_options(argc, argv), MPI_COMM_WORLD);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "herd-shm-steps-bench: %s\n", error.what());
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  MPI_Finalize();
+  return code;
+}
