@@ -386,7 +386,7 @@ const std::array<Setting, 29> kSettings = {{
     {"HERD_HIERARCHICAL_ALLREDUCE", "auto",
      "CPU allreduces of a process set whose hosts each hold the same number "
      "(above 1) of its ranks, consecutive in the set: 1 runs every one "
-     "hierarchically (a shared-memory allreduce inside each host, each local "
+     "hierarchically (a shared-memory reduce-scatter inside each host, each local "
      "rank's shard reduced across hosts, a shared-memory allgather), and a set "
      "laid out otherwise runs flat with one warning; auto makes it a candidate "
      "where it gives the flat algorithms' bits (a power of two ranks per host), "
