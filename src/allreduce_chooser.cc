@@ -18,6 +18,7 @@ const char* activity_name(AllreducePath path) {
     case AllreducePath::kShm: return "SHM_ALLREDUCE";
     case AllreducePath::kRing: return "RING_ALLREDUCE";
     case AllreducePath::kRecursiveDoubling: return "RECURSIVE_DOUBLING_ALLREDUCE";
+    case AllreducePath::kHierarchical: return "HIERARCHICAL_ALLREDUCE";
   }
   return "ALLREDUCE";
 }
@@ -172,7 +173,8 @@ std::array<double, kAllreducePaths> AllreduceChooser::estimates(std::size_t byte
 void AllreduceChooser::agree(std::size_t bytes, const std::array<double, kAllreducePaths>& agreed) {
   SizeClass& size_class = classes_[static_cast<std::size_t>(AllreduceChooser::size_class(bytes))];
   const std::vector<AllreducePath> all = {AllreducePath::kShm, AllreducePath::kRing,
-                                          AllreducePath::kRecursiveDoubling};
+                                          AllreducePath::kRecursiveDoubling,
+                                          AllreducePath::kHierarchical};
   const int before = size_class.chosen;
   const int incumbent = before >= 0 ? before : size_class.first_in_round;
   size_class.agreed = agreed;
@@ -202,7 +204,7 @@ void AllreduceChooser::agree(std::size_t bytes, const std::array<double, kAllred
   }
   size_class.chosen = chosen;
   size_class.first_in_round = -1;
-  size_class.measured = {-1.0, -1.0, -1.0};
+  size_class.measured = unmeasured();
   size_class.ran_in_round = {};
   if (size_class.probing) {
     size_class.probing = false;

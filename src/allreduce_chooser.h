@@ -1,12 +1,13 @@
 // Which algorithm a CPU allreduce runs, chosen by measurement per size class
 // and agreed by every rank before the call starts.
 //
-// Why measure: the shared-memory allreduce, the ring and recursive doubling
-// each win somewhere, and where depends on the machine (cores, caches, how
-// far apart the ranks' cores are, what else runs) more than on any threshold
-// that could be fixed in advance. All three give the same bits
-// (collectives/reduction_order.h), so switching between calls changes no
-// value.
+// Why measure: the shared-memory allreduce, the ring, recursive doubling and
+// the hierarchical allreduce each win somewhere, and where depends on the
+// machine (cores, caches, how far apart the ranks' cores are, the network,
+// what else runs) more than on any threshold that could be fixed in advance.
+// All give the same bits (collectives/reduction_order.h; the hierarchical
+// allreduce is a candidate only where it does), so switching between calls
+// changes no value.
 //
 // Why every rank agrees without a message per call: the ring and recursive
 // doubling pair the ranks' sends and receives, so all ranks must run the same
@@ -32,7 +33,8 @@
 // the ratio of the two classes' times for the path that ran; the first probe
 // round measures them. Any other class explores every candidate, starting
 // with the one chosen for the nearest size class already decided, else in
-// the caller's order (shared memory, then what the size threshold picks).
+// the caller's order (shared memory or, from its size on, the hierarchical
+// allreduce, then what the size threshold picks).
 //
 // Pure logic, used by FusionExecutor on the thread running the collectives.
 #pragma once
@@ -48,8 +50,11 @@ enum class AllreducePath : uint8_t {
   kShm = 0,
   kRing = 1,
   kRecursiveDoubling = 2,
+  // Shared memory inside each host, the network across hosts
+  // (collectives/hierarchical_allreduce.h).
+  kHierarchical = 3,
 };
-constexpr std::size_t kAllreducePaths = 3;
+constexpr std::size_t kAllreducePaths = 4;
 
 // The timeline's name of the path's activity (SHM_ALLREDUCE, ...).
 const char* activity_name(AllreducePath path);
@@ -96,9 +101,9 @@ class AllreduceChooser {
  private:
   struct SizeClass {
     // Seconds per byte every rank agreed on; negative: not measured.
-    std::array<double, kAllreducePaths> agreed{-1.0, -1.0, -1.0};
+    std::array<double, kAllreducePaths> agreed = unmeasured();
     // This rank's measurements since the last agreement; negative: none.
-    std::array<double, kAllreducePaths> measured{-1.0, -1.0, -1.0};
+    std::array<double, kAllreducePaths> measured = unmeasured();
     // The paths run in the current exploration or probe round.
     std::array<bool, kAllreducePaths> ran_in_round{};
     bool probing = false;
@@ -112,6 +117,12 @@ class AllreduceChooser {
     int64_t probe_interval = kChooserProbeInterval;
   };
 
+  // An estimate for no path.
+  static constexpr std::array<double, kAllreducePaths> unmeasured() {
+    std::array<double, kAllreducePaths> estimates{};
+    for (double& estimate : estimates) estimate = -1.0;
+    return estimates;
+  }
   // The candidate with the smallest agreed estimate, or the first.
   static AllreducePath fastest(const SizeClass& size_class,
                                const std::vector<AllreducePath>& candidates);

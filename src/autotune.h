@@ -97,10 +97,12 @@ class CoordinateSearch {
 };
 
 struct AutotuneOptions {
-  int warmup_samples = 3;          // HERD_AUTOTUNE_WARMUP_SAMPLES: samples dropped at the start
-  int steps_per_sample = 10;       // HERD_AUTOTUNE_STEPS_PER_SAMPLE
-  std::string log_path;            // HERD_AUTOTUNE_LOG with %r replaced; empty: no log
-  bool shm = false;                // the set has a shared-memory allreduce: tune its chunk
+  int warmup_samples = 3;     // HERD_AUTOTUNE_WARMUP_SAMPLES: samples dropped at the start
+  int steps_per_sample = 10;  // HERD_AUTOTUNE_STEPS_PER_SAMPLE
+  std::string log_path;       // HERD_AUTOTUNE_LOG with %r replaced; empty: no log
+  // The set has a shared-memory allreduce (on one host, or inside each host
+  // of the hierarchical allreduce): tune its chunk.
+  bool shm = false;
   std::size_t shm_slot_bytes = 0;  // the longest chunk it takes
 };
 

@@ -90,7 +90,7 @@ int64_t input_bytes(const TensorEntry& entry) {
 BackgroundLoop::BackgroundLoop(const Config& config, TensorQueue& queue, ControlChannel& control,
                                collectives::Transport& transport, std::vector<int> global_ranks,
                                std::string stop_reason, GpuSupport* gpu, GpuSetContext gpu_context,
-                               ShmPath shm, int set_id)
+                               ShmPath shm, int set_id, HierarchicalPath hierarchical)
     : config_(config),
       set_id_(set_id),
       global_ranks_(std::move(global_ranks)),
@@ -100,7 +100,8 @@ BackgroundLoop::BackgroundLoop(const Config& config, TensorQueue& queue, Control
       stall_shutdown_(seconds_setting(config.stall_shutdown_seconds)),
       queue_(queue),
       control_(control),
-      executor_(transport, allreduce_options(config), shm, set_id, config.allreduce_algorithm),
+      executor_(transport, allreduce_options(config), shm, set_id, config.allreduce_algorithm,
+                hierarchical),
       collective_executor_(transport, executor_, ring_segment_bytes(config), global_ranks_, set_id),
       gpu_(gpu),
       gpu_context_(with_loop(std::move(gpu_context), &config_, set_id)),
@@ -116,8 +117,9 @@ BackgroundLoop::BackgroundLoop(const Config& config, TensorQueue& queue, Control
     options.warmup_samples = static_cast<int>(config.autotune_warmup_samples);
     options.steps_per_sample = static_cast<int>(config.autotune_steps_per_sample);
     options.log_path = rank_file_path(config.autotune_log, global_ranks_[control_.rank()]);
-    options.shm = shm.group != nullptr;
-    options.shm_slot_bytes = shm.group != nullptr ? shm.group->slot_bytes() : 0;
+    const collectives::ShmAllreduceGroup* shm_group = executor_.shm_group();
+    options.shm = shm_group != nullptr;
+    options.shm_slot_bytes = shm_group != nullptr ? shm_group->slot_bytes() : 0;
     autotuner_ = std::make_unique<Autotuner>(tuned_settings(), options, control_.rank() == 0);
     if (!autotuner_->log_error().empty()) HERD_LOG(kWarning, "{}", autotuner_->log_error());
   }

@@ -63,10 +63,12 @@ class BackgroundLoop final : public CycleDriver,
   // fail with when the set stops. `gpu` (null in a build without CUDA) makes
   // the executor of GPU responses, from `gpu_context`, at the first one.
   // `set_id` is the process set's id, its tensors' thread in the timeline.
+  // `shm` and `hierarchical`: the set's allreduce paths besides the
+  // transport's (FusionExecutor).
   BackgroundLoop(const Config& config, TensorQueue& queue, ControlChannel& control,
                  collectives::Transport& transport, std::vector<int> global_ranks,
                  std::string stop_reason, GpuSupport* gpu = nullptr, GpuSetContext gpu_context = {},
-                 ShmPath shm = {}, int set_id = 0);
+                 ShmPath shm = {}, int set_id = 0, HierarchicalPath hierarchical = {});
 
   // The thread body. Returns once the loop has stopped and failed everything
   // still pending.

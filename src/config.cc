@@ -131,6 +131,15 @@ std::string allreduce_algorithm_text(int64_t value) {
   return fmt::format("AllreduceAlgorithmSetting({})", value);
 }
 
+std::string hierarchical_allreduce_text(int64_t value) {
+  switch (static_cast<HierarchicalAllreduce>(value)) {
+    case HierarchicalAllreduce::kOff: return "0";
+    case HierarchicalAllreduce::kOn: return "1";
+    case HierarchicalAllreduce::kAuto: return "auto";
+  }
+  return fmt::format("HierarchicalAllreduce({})", value);
+}
+
 struct Setting {
   const char* variable;
   const char* default_text;  // must parse to the Config member's initializer
@@ -294,11 +303,13 @@ const std::array<Setting, 29> kSettings = {{
      kMayDiffer},
     {"HERD_ALLREDUCE_ALGORITHM", "shm",
      "The algorithm of CPU allreduces: auto measures the candidates (shared "
-     "memory where it serves the size, the ring, recursive doubling) on the "
-     "first calls of each size class, every rank then running the fastest "
-     "and trying the others again now and then; shm, ring or "
-     "recursive_doubling fixes it (shm falls back to the size threshold where "
-     "shared memory does not serve the size). Any letter case.",
+     "memory where it serves the size, the hierarchical allreduce where "
+     "HERD_HIERARCHICAL_ALLREDUCE makes it one, the ring, recursive doubling) "
+     "on the first calls of each size class, every rank then running the "
+     "fastest and trying the others again now and then; shm, ring or "
+     "recursive_doubling fixes it (shm takes the hierarchical allreduce from "
+     "64 KiB up where the set has it, and falls back to the size threshold "
+     "where neither serves the size). Any letter case.",
      [](const char* variable, std::string_view text, Config* config) {
        const std::string lower = lowercase(text);
        for (auto value :
@@ -378,17 +389,31 @@ const std::array<Setting, 29> kSettings = {{
      },
      [](const Config& config) { return static_cast<int64_t>(config.gpu_allreduce); },
      &gpu_allreduce_text},
-    {"HERD_HIERARCHICAL_ALLREDUCE", "0",
-     "1: GPU allreduces run as an NCCL reduce-scatter among the ranks of each "
-     "node, an MPI ring allreduce across nodes on each rank's part, and an NCCL "
-     "allgather inside the node (needs NCCL and the same number of ranks on "
-     "every node); 0: one NCCL allreduce over all ranks.",
+    {"HERD_HIERARCHICAL_ALLREDUCE", "auto",
+     "CPU allreduces of a process set whose hosts each hold the same number "
+     "(above 1) of its ranks, consecutive in the set: 1 runs every one "
+     "hierarchically (a shared-memory reduce-scatter inside each host, each local "
+     "rank's shard reduced across hosts, a shared-memory allgather), and a set "
+     "laid out otherwise runs flat with one warning; auto makes it a candidate "
+     "where it gives the flat algorithms' bits (a power of two ranks per host), "
+     "taken from 64 KiB up by HERD_ALLREDUCE_ALGORITHM=shm and measured with the "
+     "others by auto; 0 never. GPU allreduces: 1 runs them as an NCCL "
+     "reduce-scatter among the ranks of each node, an MPI ring allreduce across "
+     "nodes on each rank's part and an NCCL allgather inside the node (needs "
+     "NCCL and the same number of ranks on every node); 0 and auto: one NCCL "
+     "allreduce over all ranks.",
      [](const char* variable, std::string_view text, Config* config) {
-       if (text != "0" && text != "1") return bad_value(variable, text, "0 or 1");
-       config->hierarchical_allreduce = text == "1";
-       return Status::ok();
+       for (auto value : {HierarchicalAllreduce::kOff, HierarchicalAllreduce::kOn,
+                          HierarchicalAllreduce::kAuto}) {
+         if (text == hierarchical_allreduce_text(static_cast<int64_t>(value))) {
+           config->hierarchical_allreduce = value;
+           return Status::ok();
+         }
+       }
+       return bad_value(variable, text, "auto, 0 or 1");
      },
-     [](const Config& config) -> int64_t { return config.hierarchical_allreduce ? 1 : 0; }},
+     [](const Config& config) { return static_cast<int64_t>(config.hierarchical_allreduce); },
+     &hierarchical_allreduce_text},
     {"HERD_NCCL_TIMEOUT", "600",
      "Seconds a started GPU collective may run before herd aborts its NCCL "
      "communicator (ncclCommAbort) and fails it and everything pending on that "
@@ -636,6 +661,14 @@ Status stall_check_disable(const char* variable, std::string_view text,
   return Status::ok();
 }
 
+// Horovod's on/off switches that herd's setting extends with "auto": the
+// alias takes only the switch's 0 and 1.
+Status horovod_switch(const char* variable, std::string_view text,
+                      std::optional<std::string>* setting_text) {
+  if (text != "0" && text != "1") return bad_value(variable, text, "0 or 1");
+  return same_spelling(variable, text, setting_text);
+}
+
 // HOROVOD_TIMELINE=DYNAMIC opens no file at init (the program starts the
 // timeline later through the API); any other value names the file.
 Status horovod_timeline(const char* variable, std::string_view text,
@@ -670,7 +703,7 @@ const std::array<Alias, 17> kAliases = {{
     {"HERD_STALL_SHUTDOWN_TIME", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", &same_spelling},
     {"HERD_GPU_ALLREDUCE", "HOROVOD_GPU_ALLREDUCE", &same_spelling},
     {"HERD_GPU_ALLREDUCE", "HOROVOD_GPU_OPERATIONS", &same_spelling},
-    {"HERD_HIERARCHICAL_ALLREDUCE", "HOROVOD_HIERARCHICAL_ALLREDUCE", &same_spelling},
+    {"HERD_HIERARCHICAL_ALLREDUCE", "HOROVOD_HIERARCHICAL_ALLREDUCE", &horovod_switch},
     {"HERD_TIMELINE", "HOROVOD_TIMELINE", &horovod_timeline},
     {"HERD_TIMELINE_MARK_CYCLES", "HOROVOD_TIMELINE_MARK_CYCLES", &same_spelling},
     {"HERD_AUTOTUNE", "HOROVOD_AUTOTUNE", &same_spelling},

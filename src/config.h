@@ -48,6 +48,17 @@ enum class AllreduceAlgorithmSetting {
   kRecursiveDoubling,
 };
 
+// Whether allreduces run hierarchically (HERD_HIERARCHICAL_ALLREDUCE): inside
+// each host first, then across hosts. The enumerators' values are the
+// variable's digits.
+enum class HierarchicalAllreduce {
+  kOff = 0,
+  kOn = 1,
+  // CPU: where the process set's layout allows it and the bits stay those of
+  // the flat algorithms, chosen by size or measured like the others; GPU: off.
+  kAuto = 2,
+};
+
 struct Config {
   // HERD_FUSION_THRESHOLD: most bytes packed into one fusion buffer; 0 turns
   // fusion off (every tensor is reduced on its own).
@@ -104,9 +115,12 @@ struct Config {
   std::vector<std::vector<int>> process_sets;
   // HERD_GPU_ALLREDUCE: NCCL or MPI, for every collective on GPU tensors.
   GpuAllreduce gpu_allreduce = GpuAllreduce::kNccl;
-  // HERD_HIERARCHICAL_ALLREDUCE: GPU allreduces as NCCL reduce-scatter inside
-  // a node, MPI ring across nodes, NCCL allgather inside the node.
-  bool hierarchical_allreduce = false;
+  // HERD_HIERARCHICAL_ALLREDUCE: CPU allreduces as a shared-memory allreduce
+  // inside each host, an allreduce of each local rank's shard across hosts and
+  // a shared-memory allgather (collectives/hierarchical_allreduce.h); GPU
+  // allreduces (kOn only) as NCCL reduce-scatter inside a node, MPI ring
+  // across nodes, NCCL allgather inside the node.
+  HierarchicalAllreduce hierarchical_allreduce = HierarchicalAllreduce::kAuto;
   // HERD_NCCL_TIMEOUT: seconds a started GPU collective may take before herd
   // aborts the NCCL communicator and fails it; 0 waits for ever.
   double nccl_timeout_seconds = 600.0;

@@ -23,41 +23,64 @@ collectives::AllreduceOptions allreduce_options(const Config& config) {
 
 FusionExecutor::FusionExecutor(collectives::Transport& transport,
                                collectives::AllreduceOptions options, ShmPath shm, int set_id,
-                               AllreduceAlgorithmSetting algorithm)
-    : transport_(transport), options_(options), shm_(shm), set_id_(set_id), algorithm_(algorithm) {}
+                               AllreduceAlgorithmSetting algorithm, HierarchicalPath hierarchical)
+    : transport_(transport),
+      options_(options),
+      shm_(shm),
+      hierarchical_(hierarchical),
+      set_id_(set_id),
+      algorithm_(algorithm) {}
+
+collectives::ShmAllreduceGroup* FusionExecutor::shm_group() const {
+  return shm_.group != nullptr ? shm_.group : hierarchical_.group.local;
+}
 
 void FusionExecutor::set_shm_chunk_bytes(std::size_t bytes) {
-  if (shm_.group != nullptr) shm_.group->set_short_chunk_bytes(bytes);
+  if (shm_group() != nullptr) shm_group()->set_short_chunk_bytes(bytes);
 }
 
 std::size_t FusionExecutor::shm_chunk_bytes() const {
-  return shm_.group != nullptr ? shm_.group->short_chunk_bytes() : collectives::kShmShortChunkBytes;
+  return shm_group() != nullptr ? shm_group()->short_chunk_bytes()
+                                : collectives::kShmShortChunkBytes;
 }
 
-AllreducePath FusionExecutor::first_candidate(std::size_t bytes) const {
-  if (shm_.group != nullptr && bytes <= shm_.max_bytes) return AllreducePath::kShm;
-  // On one rank every path is a copy: the transport's, which needs no group.
-  if (transport_.size() == 1) return AllreducePath::kRing;
+AllreducePath FusionExecutor::flat_by_threshold(std::size_t bytes) const {
   return collectives::choose_allreduce_algorithm(bytes, transport_.size(), options_) ==
                  collectives::AllreduceAlgorithm::kRing
              ? AllreducePath::kRing
              : AllreducePath::kRecursiveDoubling;
 }
 
+AllreducePath FusionExecutor::first_candidate(std::size_t bytes) const {
+  if (shm_.group != nullptr && bytes <= shm_.max_bytes) return AllreducePath::kShm;
+  if (hierarchical_.group.local != nullptr && bytes >= hierarchical_.min_bytes) {
+    return AllreducePath::kHierarchical;
+  }
+  // On one rank every path is a copy: the transport's, which needs no group.
+  if (transport_.size() == 1) return AllreducePath::kRing;
+  return flat_by_threshold(bytes);
+}
+
 std::vector<AllreducePath> FusionExecutor::candidates(std::size_t bytes) const {
   const AllreducePath first = first_candidate(bytes);
   if (transport_.size() == 1) return {first};
-  const bool ring_first =
-      collectives::choose_allreduce_algorithm(bytes, transport_.size(), options_) ==
-      collectives::AllreduceAlgorithm::kRing;
+  const AllreducePath flat_first = flat_by_threshold(bytes);
+  const AllreducePath flat_second =
+      flat_first == AllreducePath::kRing ? AllreducePath::kRecursiveDoubling : AllreducePath::kRing;
   std::vector<AllreducePath> paths;
-  if (first == AllreducePath::kShm) paths.push_back(AllreducePath::kShm);
-  paths.push_back(ring_first ? AllreducePath::kRing : AllreducePath::kRecursiveDoubling);
-  paths.push_back(ring_first ? AllreducePath::kRecursiveDoubling : AllreducePath::kRing);
+  if (first == AllreducePath::kShm || first == AllreducePath::kHierarchical) paths.push_back(first);
+  paths.push_back(flat_first);
+  // Below its size the hierarchical allreduce is still measured, after the
+  // flat algorithm the threshold picks.
+  if (hierarchical_.group.local != nullptr && first != AllreducePath::kHierarchical) {
+    paths.push_back(AllreducePath::kHierarchical);
+  }
+  paths.push_back(flat_second);
   return paths;
 }
 
 AllreduceChooser::Choice FusionExecutor::choose(std::size_t bytes) {
+  if (hierarchical_forced()) return {AllreducePath::kHierarchical};
   // Only the measured choice needs the candidates' list: a fixed algorithm,
   // the default, costs no allocation per call.
   switch (algorithm_) {
@@ -70,9 +93,30 @@ AllreduceChooser::Choice FusionExecutor::choose(std::size_t bytes) {
   return {first_candidate(bytes)};
 }
 
+Status FusionExecutor::run(AllreducePath path, const void* input, void* output, int64_t count,
+                           std::size_t element_size, const ops::ReduceFn& reduce,
+                           const collectives::FinishFn& finish, std::size_t later_bytes) {
+  switch (path) {
+    case AllreducePath::kShm:
+      return shm_.group->allreduce(input, output, count, element_size, reduce, finish, later_bytes);
+    case AllreducePath::kHierarchical:
+      return collectives::hierarchical_allreduce(input, output, count, element_size, reduce,
+                                                 hierarchical_.group, options_, finish);
+    case AllreducePath::kRing:
+    case AllreducePath::kRecursiveDoubling: break;
+  }
+  return collectives::allreduce_with(
+      path == AllreducePath::kRing ? collectives::AllreduceAlgorithm::kRing
+                                   : collectives::AllreduceAlgorithm::kRecursiveDoubling,
+      input, output, count, element_size, reduce, transport_, options_, finish);
+}
+
 Status FusionExecutor::warm_up() {
   warmed_up_ = true;
-  if (algorithm_ != AllreduceAlgorithmSetting::kAuto || transport_.size() == 1) return Status::ok();
+  if (algorithm_ != AllreduceAlgorithmSetting::kAuto || hierarchical_forced() ||
+      transport_.size() == 1) {
+    return Status::ok();
+  }
   // The first runs of each algorithm in a process pay once for what later
   // runs find ready (MPI's first messages between the ranks on the data
   // communicator, the first touch of the shared control lines and of both
@@ -85,16 +129,9 @@ Status FusionExecutor::warm_up() {
   std::vector<AllreducePath> paths;
   for (AllreducePath path : candidates(sizeof(values))) paths.insert(paths.end(), kRuns, path);
   for (AllreducePath path : paths) {
-    const Status warmed =
-        path == AllreducePath::kShm
-            ? shm_.group->allreduce(values.data(), values.data(), kCount, sizeof(double), sum)
-            : collectives::allreduce_with(path == AllreducePath::kRing
-                                              ? collectives::AllreduceAlgorithm::kRing
-                                              : collectives::AllreduceAlgorithm::kRecursiveDoubling,
-                                          values.data(), values.data(), kCount, sizeof(double), sum,
-                                          transport_, options_);
-    HERD_RETURN_IF_ERROR(warmed.with_context(
-        fmt::format("warming up the allreduce algorithms ({}): ", activity_name(path))));
+    HERD_RETURN_IF_ERROR(run(path, values.data(), values.data(), kCount, sizeof(double), sum, {}, 0)
+                             .with_context(fmt::format("warming up the allreduce algorithms ({}): ",
+                                                       activity_name(path))));
   }
   return Status::ok();
 }
@@ -176,26 +213,13 @@ Status FusionExecutor::allreduce(const Response& spec, const std::vector<TensorE
   const auto started = std::chrono::steady_clock::now();
   {
     TimelineActivity reduction(entries, set_id_, activity_name(choice.path));
-    switch (choice.path) {
-      case AllreducePath::kShm: {
-        // The fusion buffer is unpacked right after: its result must stay in
-        // the cache, whatever follows in the cycle.
-        const std::size_t later = entries.size() > 1 && !contiguous_in_place ? 0 : later_bytes;
-        HERD_RETURN_IF_ERROR(shm_.group->allreduce(input, buffer, total_count, element_bytes,
-                                                   reduce, finish, later));
-        break;
-      }
-      case AllreducePath::kRing:
-      case AllreducePath::kRecursiveDoubling:
-        HERD_RETURN_IF_ERROR(collectives::allreduce_with(
-            choice.path == AllreducePath::kRing
-                ? collectives::AllreduceAlgorithm::kRing
-                : collectives::AllreduceAlgorithm::kRecursiveDoubling,
-            input, buffer, total_count, element_bytes, reduce, transport_, options_, finish));
-        break;
-    }
+    // A fused group is unpacked right after: its result must stay in the
+    // cache, whatever follows in the cycle.
+    const std::size_t later = entries.size() > 1 && !contiguous_in_place ? 0 : later_bytes;
+    HERD_RETURN_IF_ERROR(
+        run(choice.path, input, buffer, total_count, element_bytes, reduce, finish, later));
   }
-  if (algorithm_ == AllreduceAlgorithmSetting::kAuto) {
+  if (algorithm_ == AllreduceAlgorithmSetting::kAuto && !hierarchical_forced()) {
     chooser_.record(
         bytes, choice.path,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());

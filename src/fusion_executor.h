@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "collectives/allreduce.h"
+#include "collectives/hierarchical_allreduce.h"
 #include "collectives/shm/shm_allreduce.h"
 #include "collectives/transport.h"
 #include "common/status.h"
@@ -47,14 +48,34 @@ struct ShmPath {
   std::size_t max_bytes = 0;
 };
 
+// Where the hierarchical allreduce starts to beat the flat algorithms over a
+// network between hosts: from here on it comes first (the fixed choice takes
+// it, the measured choice tries it first). Below, a call is a few messages'
+// latency either way, and recursive doubling sends fewer of them
+// (docs/design/hierarchical-allreduce.md, "When it runs").
+constexpr std::size_t kHierarchicalAllreduceMinBytes = 64 * 1024;
+
+// The hierarchical allreduce of a process set spanning hosts with several of
+// its ranks on each (collectives/hierarchical_allreduce.h): the group
+// (group.local null: none), and whether HERD_HIERARCHICAL_ALLREDUCE=1 makes
+// it run every allreduce, whatever HERD_ALLREDUCE_ALGORITHM says. Else it is
+// a candidate like the others from min_bytes on.
+struct HierarchicalPath {
+  collectives::HierarchicalGroup group;
+  bool forced = false;
+  std::size_t min_bytes = kHierarchicalAllreduceMinBytes;
+};
+
 class FusionExecutor {
  public:
   // `set_id`: the process set's thread in the timeline. `algorithm`
   // (HERD_ALLREDUCE_ALGORITHM): kAuto chooses by measurement
-  // (src/allreduce_chooser.h).
+  // (src/allreduce_chooser.h). A set has a shared-memory path (on one host)
+  // or a hierarchical one (across hosts), never both.
   FusionExecutor(collectives::Transport& transport, collectives::AllreduceOptions options,
                  ShmPath shm = {}, int set_id = 0,
-                 AllreduceAlgorithmSetting algorithm = AllreduceAlgorithmSetting::kAuto);
+                 AllreduceAlgorithmSetting algorithm = AllreduceAlgorithmSetting::kAuto,
+                 HierarchicalPath hierarchical = {});
 
   // Reduces every entry's input into its output as `spec` (dtype, op, scales)
   // says: output = postscale * reduce_op over ranks of (prescale * input),
@@ -74,8 +95,12 @@ class FusionExecutor {
   void set_ring_segment_bytes(std::size_t bytes) { options_.segment_bytes = bytes; }
   std::size_t ring_segment_bytes() const { return options_.segment_bytes; }
   // Whether the set has a shared-memory allreduce, and its chunk (ShmAllreduceGroup::
-  // set_short_chunk_bytes; ignored without one).
+  // set_short_chunk_bytes, of the hierarchical allreduce's group inside the
+  // host where the set has that instead; ignored without either).
   const ShmPath& shm() const { return shm_; }
+  const HierarchicalPath& hierarchical() const { return hierarchical_; }
+  // The shared-memory group the chunk applies to, or null.
+  collectives::ShmAllreduceGroup* shm_group() const;
   void set_shm_chunk_bytes(std::size_t bytes);
   std::size_t shm_chunk_bytes() const;
 
@@ -91,8 +116,19 @@ class FusionExecutor {
   static bool in_place_and_contiguous(const std::vector<TensorEntry*>& entries);
   // The path of a call on `bytes` bytes under HERD_ALLREDUCE_ALGORITHM=shm,
   // and the likeliest winner under auto: shared memory where it serves the
-  // size, else what the size threshold picks.
+  // size, else the hierarchical allreduce from its size on, else what the
+  // size threshold picks.
   AllreducePath first_candidate(std::size_t bytes) const;
+  // Whether every call takes the hierarchical allreduce.
+  bool hierarchical_forced() const {
+    return hierarchical_.forced && hierarchical_.group.local != nullptr;
+  }
+  // The flat algorithm the size threshold picks for `bytes`.
+  AllreducePath flat_by_threshold(std::size_t bytes) const;
+  // Runs `path` on the call's buffers.
+  [[nodiscard]] Status run(AllreducePath path, const void* input, void* output, int64_t count,
+                           std::size_t element_size, const ops::ReduceFn& reduce,
+                           const collectives::FinishFn& finish, std::size_t later_bytes);
   // The paths a call on `bytes` bytes may take, the likelier winner first.
   std::vector<AllreducePath> candidates(std::size_t bytes) const;
   // The path of the next call on `bytes` bytes, and whether the ranks agree on
@@ -109,6 +145,7 @@ class FusionExecutor {
   collectives::Transport& transport_;
   collectives::AllreduceOptions options_;
   ShmPath shm_;
+  HierarchicalPath hierarchical_;
   int set_id_;
   AllreduceAlgorithmSetting algorithm_;
   AllreduceChooser chooser_;

@@ -1,6 +1,8 @@
 #include "src/process_set_state.h"
 
+#include <array>
 #include <chrono>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -44,6 +46,27 @@ void log_transport_fit(int set_id, int set_size, const Config& fitted,
            recursive_doubling_bytes);
 }
 
+collectives::NodeShmOptions node_shm_options(const Config& config) {
+  collectives::NodeShmOptions options;
+  // A rank stuck this long inside an allreduce fails it instead of hanging.
+  options.stall_timeout = collective_timeout(config);
+  options.single_copy = config.shm_single_copy == ShmSingleCopy::kOn
+                            ? collectives::NodeShmOptions::SingleCopy::kOn
+                        : config.shm_single_copy == ShmSingleCopy::kOff
+                            ? collectives::NodeShmOptions::SingleCopy::kOff
+                            : collectives::NodeShmOptions::SingleCopy::kAuto;
+  return options;
+}
+
+// "host of each rank 0,1,0,1; ranks per host 2,2", for the messages about a
+// layout the hierarchical allreduce cannot use.
+std::string describe_layout(const collectives::HostLayout& layout) {
+  std::vector<int> ranks_per_host(static_cast<std::size_t>(layout.hosts), 0);
+  for (int host : layout.host_of) ++ranks_per_host[static_cast<std::size_t>(host)];
+  return fmt::format("host of each rank, in set order, {}; ranks per host {}",
+                     fmt::join(layout.host_of, ","), fmt::join(ranks_per_host, ","));
+}
+
 }  // namespace
 
 ProcessSetState::ProcessSetState(int id, std::vector<int> ranks, MPI_Comm comm,
@@ -58,7 +81,8 @@ ProcessSetState::ProcessSetState(int id, std::vector<int> ranks, MPI_Comm comm,
     throw Error(fmt::format("process set {}: {}", id_, duplicated.message()));
   }
   // The settings left at auto that depend on how the ranks reach each other.
-  const Config fitted = fit_to_transport(config, collectives::host_layout(data_comm_));
+  const collectives::HostLayout layout = collectives::host_layout(data_comm_);
+  const Config fitted = fit_to_transport(config, layout);
   transport_ = std::make_unique<collectives::MpiTransport>(
       data_comm_, collectives::kMaxMpiMessageBytes,
       collectives::agree_eager_piece_bytes(data_comm_, fitted.eager_piece_bytes));
@@ -66,6 +90,7 @@ ProcessSetState::ProcessSetState(int id, std::vector<int> ranks, MPI_Comm comm,
   transport_->set_collective_timeout(collective_timeout(config));
   control_ = std::make_unique<MpiControlChannel>(control_comm_, collective_timeout(config));
   const ShmPath shm = make_shm_path(config);
+  const HierarchicalPath hierarchical = make_hierarchical_path(fitted, layout);
   const std::string stop_reason =
       id_ == 0 ? "herd was shut down (herd::shutdown on some rank) before the operation completed"
                : fmt::format(
@@ -76,8 +101,9 @@ ProcessSetState::ProcessSetState(int id, std::vector<int> ranks, MPI_Comm comm,
   gpu_context.comm = data_comm_;
   gpu_context.host_transport = transport_.get();
   gpu_context.global_ranks = ranks_;
-  loop_ = std::make_shared<BackgroundLoop>(fitted, queue_, *control_, *transport_, ranks_,
-                                           stop_reason, gpu, std::move(gpu_context), shm, id_);
+  loop_ =
+      std::make_shared<BackgroundLoop>(fitted, queue_, *control_, *transport_, ranks_, stop_reason,
+                                       gpu, std::move(gpu_context), shm, id_, hierarchical);
   thread_ = std::thread([loop = loop_.get()] { loop->run(); });
 }
 
@@ -85,16 +111,8 @@ ProcessSetState::~ProcessSetState() { stop(); }
 
 ShmPath ProcessSetState::make_shm_path(const Config& config) {
   if (config.shm_allreduce_bytes == 0) return {};
-  collectives::NodeShmOptions options;
-  // A rank stuck this long inside an allreduce fails it instead of hanging.
-  options.stall_timeout = collective_timeout(config);
-  options.single_copy = config.shm_single_copy == ShmSingleCopy::kOn
-                            ? collectives::NodeShmOptions::SingleCopy::kOn
-                        : config.shm_single_copy == ShmSingleCopy::kOff
-                            ? collectives::NodeShmOptions::SingleCopy::kOff
-                            : collectives::NodeShmOptions::SingleCopy::kAuto;
   std::string why_not;
-  node_shm_ = collectives::make_node_shm(data_comm_, options, &why_not);
+  node_shm_ = collectives::make_node_shm(data_comm_, node_shm_options(config), &why_not);
   if (!node_shm_) {
     HERD_LOG(kDebug, "process set {}: allreduce over MPI only, not through shared memory: {}", id_,
              why_not);
@@ -108,6 +126,92 @@ ShmPath ProcessSetState::make_shm_path(const Config& config) {
   return {&node_shm_->group(), config.shm_allreduce_bytes < 0
                                    ? SIZE_MAX
                                    : static_cast<std::size_t>(config.shm_allreduce_bytes)};
+}
+
+HierarchicalPath ProcessSetState::make_hierarchical_path(const Config& config,
+                                                         const collectives::HostLayout& layout) {
+  if (config.hierarchical_allreduce == HierarchicalAllreduce::kOff || node_shm_) return {};
+  const bool forced = config.hierarchical_allreduce == HierarchicalAllreduce::kOn;
+  // Every member computes the same layout, so every member returns alike
+  // until the shared memory is made.
+  if (!layout.spans_hosts() || (layout.uniform && layout.local_size == 1)) return {};
+  if (!layout.uniform || !layout.contiguous) {
+    if (forced && set_rank_ == 0) {
+      HERD_LOG(kWarning,
+               "process set {}: HERD_HIERARCHICAL_ALLREDUCE=1, but its allreduces run flat: the "
+               "hierarchical allreduce needs the same number of the set's ranks on every host, "
+               "each host's ranks consecutive in the set ({})",
+               id_, describe_layout(layout));
+    }
+    return {};
+  }
+  if (!forced && !collectives::hierarchical_keeps_reduction_order(layout.local_size)) {
+    HERD_LOG(kDebug,
+             "process set {}: no hierarchical allreduce: with {} ranks per host it would not give "
+             "the flat algorithms' bits (HERD_HIERARCHICAL_ALLREDUCE=1 forces it)",
+             id_, layout.local_size);
+    return {};
+  }
+  // The host's members in set order; one member of each host per local rank,
+  // in host order (the contiguous layout numbers hosts in set order).
+  Status split = HERD_MPI_STATUS(MPI_Comm_split(data_comm_, layout.host, set_rank_, &host_comm_));
+  if (split.is_ok()) {
+    split =
+        HERD_MPI_STATUS(MPI_Comm_split(data_comm_, layout.local_rank, layout.host, &cross_comm_));
+  }
+  if (!split.is_ok()) {
+    throw Error(fmt::format("process set {}, making the hierarchical allreduce's communicators: {}",
+                            id_, split.message()));
+  }
+  if (!make_host_shm(config)) return {};
+  cross_transport_ = std::make_unique<collectives::MpiTransport>(
+      cross_comm_, collectives::kMaxMpiMessageBytes,
+      collectives::agree_eager_piece_bytes(cross_comm_, config.eager_piece_bytes));
+  cross_transport_->set_collective_timeout(collective_timeout(config));
+  HERD_LOG(kDebug, "process set {}: hierarchical allreduce over {} hosts of {} ranks ({}), {}", id_,
+           layout.hosts, layout.local_size, forced ? "every allreduce" : "a candidate",
+           describe_layout(layout));
+  HierarchicalPath path;
+  path.group = {&host_shm_->group(), cross_transport_.get()};
+  path.forced = forced;
+  return path;
+}
+
+bool ProcessSetState::make_host_shm(const Config& config) {
+  std::string why_not;
+  std::string error;
+  try {
+    host_shm_ = collectives::make_node_shm(host_comm_, node_shm_options(config), &why_not);
+  } catch (const Error& e) {
+    // HERD_SHM_SINGLE_COPY=on on a host whose ranks cannot read each other:
+    // that host's members throw; the set's other members must hear of it.
+    error = e.what();
+  }
+  // MIN over the set: every host mapped its memory; the first member that
+  // threw (set_size(): none).
+  std::array<int, 2> votes = {host_shm_ ? 1 : 0, error.empty() ? set_size() : set_rank_};
+  std::array<int, 2> agreed{};
+  HERD_MPI_CHECK(MPI_Allreduce(votes.data(), agreed.data(), 2, MPI_INT, MPI_MIN, data_comm_));
+  if (agreed[1] < set_size()) {
+    std::array<char, 512> why{};
+    if (set_rank_ == agreed[1]) std::strncpy(why.data(), error.c_str(), why.size() - 1);
+    HERD_MPI_CHECK(
+        MPI_Bcast(why.data(), static_cast<int>(why.size()), MPI_CHAR, agreed[1], data_comm_));
+    host_shm_.reset();
+    throw Error(
+        fmt::format("process set {}, the hierarchical allreduce's shared memory on the "
+                    "host of set rank {}: {}",
+                    id_, agreed[1], why.data()));
+  }
+  if (agreed[0] == 0) {
+    HERD_LOG(kDebug,
+             "process set {}: no hierarchical allreduce: the shared memory of some host could "
+             "not be made{}",
+             id_, host_shm_ ? "" : fmt::format(" (on this rank's: {})", why_not));
+    host_shm_.reset();
+    return false;
+  }
+  return true;
 }
 
 Handle ProcessSetState::submit(TensorEntry entry) {
@@ -131,7 +235,11 @@ void ProcessSetState::stop() {
   control_.reset();
   transport_.reset();
   node_shm_.reset();
+  cross_transport_.reset();
+  host_shm_.reset();
   // Reached from the destructor too, so failures are logged, not thrown.
+  if (host_comm_ != MPI_COMM_NULL) HERD_MPI_WARN_IF_ERROR(MPI_Comm_free(&host_comm_));
+  if (cross_comm_ != MPI_COMM_NULL) HERD_MPI_WARN_IF_ERROR(MPI_Comm_free(&cross_comm_));
   if (control_comm_ != MPI_COMM_NULL) HERD_MPI_WARN_IF_ERROR(MPI_Comm_free(&control_comm_));
   if (data_comm_ != MPI_COMM_NULL) HERD_MPI_WARN_IF_ERROR(MPI_Comm_free(&data_comm_));
 }

@@ -17,6 +17,7 @@
 
 #include <mpi.h>
 
+#include "collectives/mpi/host_layout.h"
 #include "collectives/mpi/mpi_transport.h"
 #include "collectives/mpi/node_shm.h"
 #include "herd/handle.h"
@@ -62,6 +63,18 @@ class ProcessSetState {
   // Maps the set's shared memory when HERD_SHM_ALLREDUCE_BYTES and the
   // machine allow (collective over the set), else an empty path.
   ShmPath make_shm_path(const Config& config);
+  // Makes the hierarchical allreduce's communicators, shared memory and
+  // transport where the set spans hosts with several of its ranks on each
+  // and HERD_HIERARCHICAL_ALLREDUCE allows (collective over the set: every
+  // member gets the path or none does), else an empty path. `layout`: the
+  // set's data communicator's.
+  HierarchicalPath make_hierarchical_path(const Config& config,
+                                          const collectives::HostLayout& layout);
+  // Maps the hierarchical allreduce's shared memory on this rank's host;
+  // true on every member when it could be mapped on every host. Throws on
+  // every member, naming the first rank that failed, where
+  // HERD_SHM_SINGLE_COPY=on cannot be honoured on some host.
+  bool make_host_shm(const Config& config);
 
   int id_;
   std::vector<int> ranks_;
@@ -71,6 +84,15 @@ class ProcessSetState {
   std::unique_ptr<collectives::MpiTransport> transport_;
   // Null unless the set's CPU allreduces go through shared memory.
   std::unique_ptr<collectives::NodeShm> node_shm_;
+  // The hierarchical allreduce's (all null unless the set has one): this
+  // host's members, the members of this rank's local rank on every host (in
+  // host order) and their transport, and the shared memory of this host's
+  // members. The shared memory and the transport go before the
+  // communicators.
+  MPI_Comm host_comm_ = MPI_COMM_NULL;
+  MPI_Comm cross_comm_ = MPI_COMM_NULL;
+  std::unique_ptr<collectives::MpiTransport> cross_transport_;
+  std::unique_ptr<collectives::NodeShm> host_shm_;
   std::unique_ptr<ControlChannel> control_;
   TensorQueue queue_;
   // Shared with the handles it completes, which may drive it (cycle_driver.h)

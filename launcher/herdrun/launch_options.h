@@ -25,7 +25,8 @@ struct LaunchOptions {
   std::optional<int64_t> fusion_threshold_mb;
   std::optional<double> cycle_time_ms;
   std::optional<int64_t> cache_capacity;
-  bool hierarchical_allreduce = false;
+  bool hierarchical_allreduce = false;     // --hierarchical-allreduce
+  bool no_hierarchical_allreduce = false;  // --no-hierarchical-allreduce (not with the above)
   std::optional<std::string> timeline_filename;
   bool timeline_mark_cycles = false;
   bool autotune = false;

@@ -281,8 +281,13 @@ int run(int argc, char** argv) {
                  "Response cache capacity in tensor names; 0 turns it off (HERD_CACHE_CAPACITY)")
       ->check(kNonNegative)
       ->group(tuning);
-  app.add_flag("--hierarchical-allreduce", options.hierarchical_allreduce,
-               "GPU allreduce within each machine, then across (HERD_HIERARCHICAL_ALLREDUCE=1)")
+  auto* hierarchical = app.add_flag("--hierarchical-allreduce", options.hierarchical_allreduce,
+                                    "Every allreduce within each machine first, then across "
+                                    "(HERD_HIERARCHICAL_ALLREDUCE=1)")
+                           ->group(tuning);
+  app.add_flag("--no-hierarchical-allreduce", options.no_hierarchical_allreduce,
+               "Never the hierarchical allreduce (HERD_HIERARCHICAL_ALLREDUCE=0)")
+      ->excludes(hierarchical)
       ->group(tuning);
   app.add_flag("--autotune", options.autotune,
                "Tune the parameters while the job runs (HERD_AUTOTUNE=1)")

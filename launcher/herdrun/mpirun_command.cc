@@ -50,6 +50,9 @@ Environment herd_settings(const LaunchOptions& options) {
     settings.emplace_back("HERD_CACHE_CAPACITY", std::to_string(*options.cache_capacity));
   }
   if (options.hierarchical_allreduce) settings.emplace_back("HERD_HIERARCHICAL_ALLREDUCE", "1");
+  if (options.no_hierarchical_allreduce) {
+    settings.emplace_back("HERD_HIERARCHICAL_ALLREDUCE", "0");
+  }
   if (options.timeline_filename) settings.emplace_back("HERD_TIMELINE", *options.timeline_filename);
   if (options.timeline_mark_cycles) settings.emplace_back("HERD_TIMELINE_MARK_CYCLES", "1");
   if (options.autotune) settings.emplace_back("HERD_AUTOTUNE", "1");

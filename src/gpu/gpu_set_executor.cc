@@ -126,8 +126,10 @@ Status GpuSetExecutor::collectives_for(const Response& spec, DeviceCollectives**
     return Status::ok();
   }
   if (!nccl_) {
-    HERD_RETURN_IF_ERROR(make_nccl_collectives(comm_, device_, config_.hierarchical_allreduce,
-                                               allreduce_options(config_), &nccl_));
+    // Only 1 turns it on for GPUs: auto leaves NCCL's flat allreduce.
+    const bool hierarchical = config_.hierarchical_allreduce == HierarchicalAllreduce::kOn;
+    HERD_RETURN_IF_ERROR(
+        make_nccl_collectives(comm_, device_, hierarchical, allreduce_options(config_), &nccl_));
   }
   *out = nccl_.get();
   return Status::ok();

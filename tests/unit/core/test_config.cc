@@ -388,7 +388,10 @@ TEST_CASE("config: each HOROVOD_* alias sets its setting in herd's units", "[con
     Read r = read_with_notes({{"HOROVOD_HIERARCHICAL_ALLREDUCE", "1"}});
     REQUIRE(r.status.is_ok());
     CHECK(r.changed == std::set<std::string>{"hierarchical_allreduce"});
-    CHECK(r.config.hierarchical_allreduce);
+    CHECK(r.config.hierarchical_allreduce == HierarchicalAllreduce::kOn);
+    r = read_with_notes({{"HOROVOD_HIERARCHICAL_ALLREDUCE", "0"}});
+    REQUIRE(r.status.is_ok());
+    CHECK(r.config.hierarchical_allreduce == HierarchicalAllreduce::kOff);
   }
   for (const char* variable : {"HOROVOD_GPU_ALLREDUCE", "HOROVOD_GPU_OPERATIONS"}) {
     INFO(variable);
@@ -515,7 +518,7 @@ TEST_CASE("config: the HERD_* variable wins over its HOROVOD_* alias, and herd s
   REQUIRE(r.status.is_ok());
   CHECK(r.config.stall_shutdown_seconds == 7.0);
   CHECK(r.config.stall_check_seconds == 3.0);
-  CHECK_FALSE(r.config.hierarchical_allreduce);
+  CHECK(r.config.hierarchical_allreduce == HierarchicalAllreduce::kOff);
   CHECK(r.config.log_level == LogLevel::kDebug);
   CHECK(r.config.num_servers == 1);
   CHECK(r.notes.choices.size() == 5);
@@ -543,7 +546,8 @@ TEST_CASE("config: a bad HOROVOD_* value fails like herd's own, naming the alias
     for (const char* bad : {"DDL", "gloo", "", "NCCL "})
       check_rejected(variable, bad, "NCCL or MPI");
   }
-  for (const char* bad : {"2", "yes", "true", ""}) {
+  // Horovod's switch: herd's "auto" is not among its values.
+  for (const char* bad : {"2", "yes", "true", "", "auto"}) {
     check_rejected("HOROVOD_HIERARCHICAL_ALLREDUCE", bad, "0 or 1");
   }
 
@@ -906,6 +910,7 @@ TEST_CASE("config: the settings compared across ranks", "[config]") {
                &config)
               .is_ok());
   const std::vector<int64_t> values = {11, 12, 13, 14, -1, 16, 3, 1, 1, 19, 20, 21};
+  static_assert(static_cast<int64_t>(HierarchicalAllreduce::kOn) == 1);
   const std::vector<AgreedSetting> agreed = settings_that_must_agree(config);
   REQUIRE(agreed.size() == compared.size());
   for (std::size_t i = 0; i < agreed.size(); ++i) {
@@ -914,9 +919,12 @@ TEST_CASE("config: the settings compared across ranks", "[config]") {
     CHECK(agreed[i].value == values[i]);
   }
   config.gpu_allreduce = GpuAllreduce::kNccl;
-  config.hierarchical_allreduce = false;
+  config.hierarchical_allreduce = HierarchicalAllreduce::kOff;
   CHECK(settings_that_must_agree(config)[7].value == 0);
   CHECK(settings_that_must_agree(config)[8].value == 0);
+  config.hierarchical_allreduce = HierarchicalAllreduce::kAuto;
+  CHECK(settings_that_must_agree(config)[8].value == 2);
+  CHECK(settings_that_must_agree(config)[8].text(2) == "auto");
 }
 
 TEST_CASE("config: compared values print as the variables spell them", "[config]") {
@@ -937,7 +945,10 @@ TEST_CASE("config: compared values print as the variables spell them", "[config]
       {"HERD_GPU_ALLREDUCE",
        {{static_cast<int64_t>(GpuAllreduce::kNccl), "NCCL"},
         {static_cast<int64_t>(GpuAllreduce::kMpi), "MPI"}}},
-      {"HERD_HIERARCHICAL_ALLREDUCE", {{0, "0"}, {1, "1"}}},
+      {"HERD_HIERARCHICAL_ALLREDUCE",
+       {{static_cast<int64_t>(HierarchicalAllreduce::kOff), "0"},
+        {static_cast<int64_t>(HierarchicalAllreduce::kOn), "1"},
+        {static_cast<int64_t>(HierarchicalAllreduce::kAuto), "auto"}}},
       {"HERD_GPU_STAGING_BYTES", {{4194304, "4194304"}}},
       {"HERD_NUM_SERVERS", {{0, "0"}, {2, "2"}}},
       {"HERD_KVSTORE_BIGARRAY_BOUND", {{1000000, "1000000"}}},
@@ -996,6 +1007,27 @@ TEST_CASE("config: process_environment reads the real environment", "[config]") 
   CHECK(env("HERD_TEST_SURELY_UNSET_VARIABLE_8c1f") == nullptr);
 }
 
+TEST_CASE("config: HERD_HIERARCHICAL_ALLREDUCE is auto, 1 or 0", "[config]") {
+  CHECK(Config{}.hierarchical_allreduce == HierarchicalAllreduce::kAuto);
+  const std::vector<std::pair<const char*, HierarchicalAllreduce>> values = {
+      {"auto", HierarchicalAllreduce::kAuto},
+      {"1", HierarchicalAllreduce::kOn},
+      {"0", HierarchicalAllreduce::kOff}};
+  for (const auto& [text, value] : values) {
+    INFO(text);
+    Config config;
+    config.hierarchical_allreduce = value == HierarchicalAllreduce::kOn
+                                        ? HierarchicalAllreduce::kOff
+                                        : HierarchicalAllreduce::kOn;
+    REQUIRE(read({{"HERD_HIERARCHICAL_ALLREDUCE", text}}, &config).is_ok());
+    CHECK(config.hierarchical_allreduce == value);
+  }
+  // Spelled as documented only: no other case, no other switch words.
+  for (const char* bad : {"AUTO", "Auto", "on", "off", "2", "-1", "", " 1", "true"}) {
+    check_rejected("HERD_HIERARCHICAL_ALLREDUCE", bad, "auto, 0 or 1");
+  }
+}
+
 TEST_CASE("config: the GPU settings", "[config]") {
   Config config;
   REQUIRE(read({{"HERD_GPU_ALLREDUCE", "Mpi"},
@@ -1005,7 +1037,7 @@ TEST_CASE("config: the GPU settings", "[config]") {
                &config)
               .is_ok());
   CHECK(config.gpu_allreduce == GpuAllreduce::kMpi);
-  CHECK(config.hierarchical_allreduce);
+  CHECK(config.hierarchical_allreduce == HierarchicalAllreduce::kOn);
   CHECK(config.nccl_timeout_seconds == 0.0);
   CHECK(config.gpu_staging_bytes == 65536);
   REQUIRE(read({{"HERD_GPU_ALLREDUCE", "nccl"}}, &config).is_ok());
@@ -1019,7 +1051,7 @@ TEST_CASE("config: the GPU settings", "[config]") {
   REQUIRE_FALSE(status.is_ok());
   CHECK(status.message() ==
         "HERD_GPU_ALLREDUCE='gloo': expected NCCL or MPI; "
-        "HERD_HIERARCHICAL_ALLREDUCE='yes': expected 0 or 1; "
+        "HERD_HIERARCHICAL_ALLREDUCE='yes': expected auto, 0 or 1; "
         "HERD_NCCL_TIMEOUT='-1': expected a non-negative number of seconds; "
         "HERD_GPU_STAGING_BYTES='0': expected a positive integer (bytes)");
 }

@@ -22,16 +22,18 @@ class FailedTransfer : public collectives::PendingTransfer {
   Status wait() override { return Status::error("injected failure"); }
 };
 
-// Rank `failing`'s sends of `fail_bytes` bytes fail; the rest pass through.
+// Sends of `fail_bytes` bytes fail while armed (from the start); the rest
+// pass through.
 class FailingTransport : public collectives::Transport {
  public:
   FailingTransport(std::unique_ptr<collectives::Transport> inner, std::size_t fail_bytes)
       : inner_(std::move(inner)), fail_bytes_(fail_bytes) {}
+  void arm(bool armed) { armed_ = armed; }
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
   std::unique_ptr<collectives::PendingTransfer> isend(const void* data, std::size_t bytes, int peer,
                                                       int tag) override {
-    if (bytes == fail_bytes_) return std::make_unique<FailedTransfer>();
+    if (armed_ && bytes == fail_bytes_) return std::make_unique<FailedTransfer>();
     return inner_->isend(data, bytes, peer, tag);
   }
   std::unique_ptr<collectives::PendingTransfer> irecv(void* data, std::size_t bytes, int peer,
@@ -42,6 +44,7 @@ class FailingTransport : public collectives::Transport {
  private:
   std::unique_ptr<collectives::Transport> inner_;
   std::size_t fail_bytes_;
+  bool armed_ = true;
 };
 
 Response sum_spec(int64_t count) {
@@ -128,13 +131,17 @@ TEST_CASE("fusion executor: exact sums while the measured choice explores and se
 TEST_CASE("fusion executor: a failed agreement on the timings fails the call on every rank",
           "[chooser]") {
   // Two candidates (the ring, recursive doubling) at 2 ranks: the second call
-  // of a size ends its exploration with the exchange of three doubles, whose
-  // send fails on rank 1; rank 0 then waits for it until the fabric's timeout.
+  // of a size ends its exploration with the exchange of one double per path,
+  // whose send fails on rank 1 (armed after the first call, whose warm-up
+  // sends ring chunks of that size too); rank 0 then waits for it until the
+  // fabric's timeout.
   std::vector<Status> second(2);
   std::vector<float> sums(2, 0.0f);
-  run_ranks(2, std::chrono::milliseconds(500), 3 * sizeof(double),
+  run_ranks(2, std::chrono::milliseconds(500), kAllreducePaths * sizeof(double),
             [&](int rank, collectives::Transport& transport) {
               FusionExecutor executor(transport, collectives::AllreduceOptions{});
+              auto* failing = dynamic_cast<FailingTransport*>(&transport);
+              if (failing != nullptr) failing->arm(false);
               std::vector<float> input(1024, 1.0f), output(1024);
               TensorEntry entry = entry_of(input, output);
               const Status first = executor.allreduce(sum_spec(1024), {&entry});
@@ -142,6 +149,7 @@ TEST_CASE("fusion executor: a failed agreement on the timings fails the call on 
                 second[rank] = Status::error("the first call failed: " + first.message());
                 return;
               }
+              if (failing != nullptr) failing->arm(true);
               second[rank] = executor.allreduce(sum_spec(1024), {&entry});
               sums[rank] = output[1023];
             });

@@ -65,6 +65,8 @@ TEST_CASE("herdrun's mpirun command, flag by flag") {
   LaunchOptions no_stall = job(2);
   no_stall.no_stall_check = true;
   no_stall.stall_check_seconds = 5;  // --no-stall-check wins (CLI11 refuses both together)
+  LaunchOptions flat = job(2);
+  flat.no_hierarchical_allreduce = true;
   LaunchOptions servers = job(2);
   servers.num_servers = 1;
   LaunchOptions extra = job(2);
@@ -125,6 +127,12 @@ TEST_CASE("herdrun's mpirun command, flag by flag") {
                kBinding,
                {"-x", "HERD_STALL_CHECK_TIME=0", "-x", "HERD_STALL_SHUTDOWN_TIME=0", "-x",
                 "HERD_RESTART_COUNT=0", "python3", "train.py"}}),
+       0},
+      {"--no-hierarchical-allreduce", flat, machine(2),
+       concat({{"/usr/bin/mpirun", "-np", "2"},
+               kBinding,
+               {"-x", "HERD_HIERARCHICAL_ALLREDUCE=0", "-x", "HERD_RESTART_COUNT=0", "python3",
+                "train.py"}}),
        0},
       {"parameter servers come on top of -np", servers, machine(4),
        concat({{"/usr/bin/mpirun", "-np", "3"},
