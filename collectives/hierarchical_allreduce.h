@@ -9,9 +9,9 @@
 //
 // Steps, for a buffer of `count` elements cut into L shards (shard i: local
 // rank i's, hierarchical_shard() below):
-//   1. inside the host: the shared-memory allreduce of the whole buffer
-//      (ShmAllreduceGroup::allreduce), so every local rank holds its host's
-//      reduction;
+//   1. inside the host: ShmAllreduceGroup::reduce_scatter leaves every
+//      local rank i with its host's reduction of shard i (and nothing yet
+//      in the other shards of its output);
 //   2. across hosts: local rank i allreduces its shard i with local rank i of
 //      every other host over `cross` (ring or recursive doubling as
 //      `cross_options` pick), applying `finish` to its shard; the L shards
@@ -22,8 +22,10 @@
 // Per host the network carries 2 (H - 1) / H of the buffer in each
 // direction, as a flat ring among hosts would, instead of the flat ring's
 // 2 (p - 1) / p per rank, L times over; inside the host the bytes move
-// through shared memory. docs/design/hierarchical-allreduce.md has the cost
-// model and the measurements.
+// through shared memory: steps 1 and 3 together copy about what one
+// shared-memory allreduce of the buffer copies (a reduce-scatter has no copy
+// out, the allgather no reduction). docs/design/hierarchical-allreduce.md
+// has the cost model and the measurements.
 //
 // Bits: step 1 combines each host's L values in the reduction order of L
 // ranks and step 2 the H host values in the order of H ranks. When L is a

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "collectives/mpi/fault_notice.h"
 #include "common/enforce.h"
 #include "common/logging.h"
 #include "common/thread_role.h"
@@ -754,7 +755,10 @@ void BackgroundLoop::complete(TensorEntry& entry, const Status& status) {
   stats.record_operation(set_id_, entry.request.type, status.is_ok(), bytes, now - entry.submitted);
   // Free the name before waking the waiter, who may resubmit it at once.
   queue_.finish(entry.request.name);
-  entry.handle->complete(status);
+  // After a fault, a failure also names the ranks this one no longer hears
+  // from: each rank's own wait names only the peer it waited for.
+  entry.handle->complete(
+      status.is_ok() ? status : Status::error(status.message() + collectives::silent_ranks_note()));
   entry.handle.reset();
 }
 
@@ -772,11 +776,12 @@ void BackgroundLoop::fail_everything(const std::string& reason, std::vector<Agre
   uncached_.clear();
   for (auto& name_and_entry : negotiating_) fail(name_and_entry.second);
   negotiating_.clear();
-  for (TensorEntry& entry : queue_.close(reason)) fail(entry);
+  // Later submissions fail with the reason as it reaches the handles.
+  for (TensorEntry& entry : queue_.close(reason + collectives::silent_ranks_note())) fail(entry);
   // GPU work in flight finishes (or times out) before its handles complete:
   // until then the GPU may still write the callers' outputs.
   if (gpu_executor_) gpu_executor_->stop(reason, completer());
-  join_.fail(reason);
+  join_.fail(reason + collectives::silent_ranks_note());
 }
 
 }  // namespace herd::detail

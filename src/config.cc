@@ -344,7 +344,8 @@ const std::array<Setting, 29> kSettings = {{
     {"HERD_COLLECTIVE_TIMEOUT", "120",
      "Seconds a started collective may make no progress (no byte moved, no peer "
      "arrived) before it fails on every rank that can still be reached, naming "
-     "the peer it waits for; 0 waits for ever.",
+     "the peer it waits for and every rank it no longer hears from; 0 waits for "
+     "ever.",
      [](const char* variable, std::string_view text, Config* config) {
        auto value = parse_non_negative_decimal(text);
        if (!value) return bad_value(variable, text, "a non-negative number of seconds");

@@ -8,10 +8,11 @@
 //   flat:      ShmAllreduceGroup::allreduce of the buffer (input -> output),
 //              the flat allreduce on one machine, and step 1 of the
 //              hierarchical allreduce;
-//   steps1+3:  the same, then allgather_in_place of the L shards
-//              (hierarchical_shard): what a host's ranks spend besides the
-//              network in the hierarchical allreduce;
-//   allgather: allgather_in_place alone;
+//   steps1+3:  reduce_scatter of the buffer into the L shards
+//              (hierarchical_shard), then allgather_in_place of them: what
+//              a host's ranks spend besides the network in the hierarchical
+//              allreduce;
+//   reduce-scatter, allgather: each of those alone;
 //   hier-LxH:  hierarchical_allreduce with ranks {0..L-1}, {L..2L-1}, ...
 //              playing hosts of --local-size ranks (each a shared-memory
 //              group of its own), step 2 over MPI between processes of this
@@ -19,9 +20,9 @@
 //              together at the expected cost.
 // A variant's time in a repetition is the slowest rank's (each rank times
 // from a barrier to its own return); the table gives each variant's median
-// over the repetitions and its ratio to flat's median (flat / variant: > 1
-// is faster than flat). Results are checked against closed forms once per
-// size; a wrong element makes the program exit 1.
+// over the repetitions and the median over the repetitions of flat's time
+// over the variant's (> 1: faster than flat). Results are checked against
+// closed forms once per size; a wrong element makes the program exit 1.
 //
 // Usage: mpirun -np 4 herd-shm-steps-bench [--sizes 1M,4M,16M,64M]
 //        [--reps 15] [--local-size 2]
@@ -40,6 +41,7 @@
 
 #include <fmt/format.h>
 
+#include "benchmarks/hierarchical/bench_util.h"
 #include "collectives/hierarchical_allreduce.h"
 #include "collectives/mpi/mpi_transport.h"
 #include "collectives/mpi/node_shm.h"
@@ -56,18 +58,6 @@ struct Options {
   int local_size = 2;
 };
 
-// "64M", "512K", "1024": bytes.
-int64_t parse_bytes(const std::string& text) {
-  std::size_t end = 0;
-  const int64_t value = std::stoll(text, &end);
-  const std::string unit = text.substr(end);
-  if (unit.empty()) return value;
-  if (unit == "K") return value << 10;
-  if (unit == "M") return value << 20;
-  if (unit == "G") return value << 30;
-  throw std::invalid_argument("size " + text + ": the unit is K, M or G");
-}
-
 Options parse_options(int argc, char** argv) {
   Options options;
   for (int i = 1; i < argc; ++i) {
@@ -75,13 +65,7 @@ Options parse_options(int argc, char** argv) {
     if (i + 1 >= argc) throw std::invalid_argument(flag + " needs a value");
     const std::string value = argv[++i];
     if (flag == "--sizes") {
-      options.sizes.clear();
-      std::size_t from = 0;
-      while (from <= value.size()) {
-        const std::size_t comma = std::min(value.find(',', from), value.size());
-        options.sizes.push_back(parse_bytes(value.substr(from, comma - from)));
-        from = comma + 1;
-      }
+      options.sizes = parse_sizes(value);
     } else if (flag == "--reps") {
       options.reps = std::stoi(value);
     } else if (flag == "--local-size") {
@@ -91,26 +75,6 @@ Options parse_options(int argc, char** argv) {
     }
   }
   return options;
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
-
-// Seconds the slowest rank took for `body`, started together.
-double timed(MPI_Comm comm, const std::function<void()>& body) {
-  MPI_Barrier(comm);
-  const auto start = std::chrono::steady_clock::now();
-  body();
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, comm);
-  return seconds;
-}
-
-void require_ok(const Status& status, const char* what) {
-  if (!status.is_ok()) throw std::runtime_error(std::string(what) + ": " + status.message());
 }
 
 // Elements of `data` that differ from expected(i), summed over ranks.
@@ -163,8 +127,9 @@ int run(const Options& options, MPI_Comm comm) {
         "# herd-shm-steps-bench: %d ranks on one machine, float32 sum, %d repetitions, "
         "median of the slowest rank's time; ratio = flat / variant\n",
         ranks, options.reps);
-    std::printf("%-10s %12s %12s %8s %12s %8s %12s %8s\n", "size", "flat_us", "steps13_us", "ratio",
-                "allgather_us", "ratio", (hier_name + "_us").c_str(), "ratio");
+    std::printf("%-8s %10s %10s %6s %10s %6s %10s %6s %10s %6s\n", "size", "flat_us", "steps13_us",
+                "ratio", "rscat_us", "ratio", "allgath_us", "ratio", (hier_name + "_us").c_str(),
+                "ratio");
   }
   int64_t wrong = 0;
   for (const int64_t size : options.sizes) {
@@ -186,6 +151,11 @@ int run(const Options& options, MPI_Comm comm) {
       require_ok(flat.allreduce(input.data(), output.data(), count, sizeof(float), sum),
                  "flat shm allreduce");
     };
+    const auto run_reduce_scatter = [&] {
+      require_ok(
+          flat.reduce_scatter(input.data(), output.data(), sizeof(float), sum, offsets.data()),
+          "shm reduce-scatter");
+    };
     const auto run_allgather = [&] {
       require_ok(flat.allgather_in_place(output.data(), offsets.data()), "shm allgather");
     };
@@ -201,6 +171,9 @@ int run(const Options& options, MPI_Comm comm) {
       return static_cast<float>(ranks * (ranks + 1) / 2 + ranks * (i % 7));
     };
     run_flat();
+    wrong += wrong_elements(comm, output, sum_at);
+    std::fill(output.begin(), output.end(), 0.0f);
+    run_reduce_scatter();
     run_allgather();
     wrong += wrong_elements(comm, output, sum_at);
     std::fill(output.begin(), output.end(), 0.0f);
@@ -209,26 +182,27 @@ int run(const Options& options, MPI_Comm comm) {
 
     std::vector<double> flat_times;
     std::vector<double> steps_times;
+    std::vector<double> reduce_scatter_times;
     std::vector<double> allgather_times;
     std::vector<double> hier_times;
     for (int rep = 0; rep < options.reps; ++rep) {
       flat_times.push_back(timed(comm, run_flat));
       steps_times.push_back(timed(comm, [&] {
-        run_flat();
+        run_reduce_scatter();
         run_allgather();
       }));
+      reduce_scatter_times.push_back(timed(comm, run_reduce_scatter));
       allgather_times.push_back(timed(comm, run_allgather));
       if (host_group != nullptr) hier_times.push_back(timed(comm, run_hier));
     }
     if (rank == 0) {
       const double flat_us = median(flat_times) * 1e6;
-      const double steps_us = median(steps_times) * 1e6;
-      const double allgather_us = median(allgather_times) * 1e6;
-      const double hier_us = hier_times.empty() ? 0.0 : median(hier_times) * 1e6;
-      std::printf("%-10s %12.1f %12.1f %8.2f %12.1f %8.2f %12.1f %8.2f\n",
-                  fmt::format("{}K", size >> 10).c_str(), flat_us, steps_us, flat_us / steps_us,
-                  allgather_us, flat_us / allgather_us, hier_us,
-                  hier_us > 0 ? flat_us / hier_us : 0.0);
+      const auto column = [&flat_times](const std::vector<double>& times) {
+        return ratio_column(times, flat_times);
+      };
+      std::printf("%-8s %10.1f %s %s %s %s\n", fmt::format("{}K", size >> 10).c_str(), flat_us,
+                  column(steps_times).c_str(), column(reduce_scatter_times).c_str(),
+                  column(allgather_times).c_str(), column(hier_times).c_str());
       std::fflush(stdout);
     }
   }

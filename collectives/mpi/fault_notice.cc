@@ -17,6 +17,9 @@ namespace {
 // Tags of the notice communicator.
 constexpr int kFaultTag = 1;
 constexpr int kExitTag = 2;
+constexpr int kAnswerTag = 3;
+
+using Clock = std::chrono::steady_clock;
 
 // Never destroyed: notices are sent from herd's static destructor
 // (src/api.cc), which may run after this file's would have.
@@ -26,6 +29,10 @@ struct Notices {
   std::atomic<bool> fault_known{false};
   std::string fault;        // guarded by mutex
   std::string exit_notice;  // guarded by mutex
+  // Guarded by mutex: when this rank learned of its fault, and which ranks
+  // have sent a fault notice or an answer (this rank counts as heard).
+  Clock::time_point fault_learned;
+  std::vector<bool> heard;
   // Buffers of posted sends, kept for the life of the process.
   std::deque<std::string> sent;
 };
@@ -73,9 +80,15 @@ void receive_arrived_locked() {
                  MPI_STATUS_IGNORE) != MPI_SUCCESS) {
       return;
     }
+    if ((status.MPI_TAG == kFaultTag || status.MPI_TAG == kAnswerTag) &&
+        static_cast<std::size_t>(status.MPI_SOURCE) < notices().heard.size()) {
+      notices().heard[static_cast<std::size_t>(status.MPI_SOURCE)] = true;
+    }
     if (status.MPI_TAG == kFaultTag && !notices().fault_known.load()) {
       notices().fault = text;
+      notices().fault_learned = Clock::now();
       notices().fault_known.store(true);
+      send_to_everyone_locked(describe_self(), kAnswerTag);
     } else if (status.MPI_TAG == kExitTag && notices().exit_notice.empty()) {
       notices().exit_notice = text;
     }
@@ -89,6 +102,12 @@ void open_fault_notices() {
   if (notices().comm != MPI_COMM_NULL) return;
   HERD_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &notices().comm));
   HERD_MPI_CHECK(MPI_Comm_set_errhandler(notices().comm, MPI_ERRORS_RETURN));
+  int rank = 0;
+  int size = 1;
+  HERD_MPI_CHECK(MPI_Comm_rank(notices().comm, &rank));
+  HERD_MPI_CHECK(MPI_Comm_size(notices().comm, &size));
+  notices().heard.assign(static_cast<std::size_t>(size), false);
+  notices().heard[static_cast<std::size_t>(rank)] = true;
 }
 
 void close_fault_notices() {
@@ -105,6 +124,7 @@ std::string announce_fault(const std::string& text) {
   if (notices().fault_known.load()) return notices().fault;
   if (notices().comm == MPI_COMM_NULL) return text;
   notices().fault = fmt::format("{}: {}", describe_self(), text);
+  notices().fault_learned = Clock::now();
   notices().fault_known.store(true);
   send_to_everyone_locked(notices().fault, kFaultTag);
   return notices().fault;
@@ -123,6 +143,33 @@ void announce_exit_without_shutdown() {
   std::lock_guard<std::mutex> lock(notices().mutex);
   send_to_everyone_locked(fmt::format("{} exited without herd::shutdown", describe_self()),
                           kExitTag);
+}
+
+std::vector<int> silent_ranks_after_fault(std::chrono::milliseconds patience) {
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(notices().mutex);
+      receive_arrived_locked();
+      if (!notices().fault_known.load() || notices().comm == MPI_COMM_NULL) return {};
+      std::vector<int> silent;
+      for (std::size_t rank = 0; rank < notices().heard.size(); ++rank) {
+        if (!notices().heard[rank]) silent.push_back(static_cast<int>(rank));
+      }
+      if (silent.empty() || Clock::now() >= notices().fault_learned + patience) return silent;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+std::string silent_ranks_note() {
+  const std::vector<int> silent = silent_ranks_after_fault(kFaultAnswerPatience);
+  if (silent.empty()) return "";
+  std::vector<std::string> named;
+  named.reserve(silent.size());
+  for (int rank : silent) named.push_back(describe_rank(rank));
+  return fmt::format("; not heard from within {:.1f} s of the fault (cut off, frozen or gone): {}",
+                     std::chrono::duration<double>(kFaultAnswerPatience).count(),
+                     fmt::join(named, ", "));
 }
 
 std::optional<StopNotice> stop_notice(std::chrono::milliseconds patience) {

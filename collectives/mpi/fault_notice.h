@@ -18,6 +18,12 @@
 // a rank that shut down after its fault (herd::fail), whose shutdown can
 // reach a peer as a plain one before that peer's wait sees the notice.
 //
+// Every rank that learns of a fault from a notice answers every other rank
+// once (a rank with a fault of its own has sent it, which counts as its
+// answer), so that a rank can tell which ranks it still reaches: those not
+// heard from shortly after the fault are cut off, frozen or gone
+// (silent_ranks_note()).
+//
 // Sends are posted and never waited for (a dead or frozen peer never
 // completes them); their buffers live as long as the process. Thread-safe.
 #pragma once
@@ -25,6 +31,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <mpi.h>
 
@@ -60,5 +67,19 @@ struct StopNotice {
   std::string text;
 };
 std::optional<StopNotice> stop_notice(std::chrono::milliseconds patience);
+
+// How long after learning of a fault a rank waits for the others' answers.
+inline constexpr std::chrono::milliseconds kFaultAnswerPatience{1000};
+
+// The ranks (of MPI_COMM_WORLD) that neither sent a fault notice nor
+// answered one since this rank learned of its fault, waiting until every
+// rank has or until `patience` has passed since then. Empty when no fault is
+// known.
+std::vector<int> silent_ranks_after_fault(std::chrono::milliseconds patience);
+// "; not heard from within 1.0 s of the fault (cut off, frozen or gone): rank
+// 2 (host h, pid p), rank 3 (host h, pid q)" for silent_ranks_after_fault(
+// kFaultAnswerPatience), or "" when every rank was heard from or no fault is
+// known.
+std::string silent_ranks_note();
 
 }  // namespace herd::collectives

@@ -274,6 +274,21 @@ class ShmAllreduceGroup {
   // chunk at a time. Fails naming the rank that did not arrive, or exited.
   [[nodiscard]] Status allgather_in_place(void* buffer, const std::size_t* block_offsets);
 
+  // Reduces input over the group into this rank's block of output only:
+  // rank j's block is bytes [block_offsets[j], block_offsets[j + 1]) (size()
+  // + 1 ascending offsets on whole elements, the same on every rank); the
+  // rest of output is left alone. Each element in the reduction order, so
+  // with the bits allreduce gives. input == output is in place, else they
+  // must not overlap. Chunk by chunk, every rank copies into its slot its
+  // input's pieces of the other blocks, and once all have arrived folds the
+  // others' pieces of its own block with its own input into its output:
+  // one barrier per chunk and no copy out, against allreduce's two and its
+  // copy of the whole result. Fails naming the rank that did not arrive, or
+  // exited.
+  [[nodiscard]] Status reduce_scatter(const void* input, void* output, std::size_t element_size,
+                                      const ops::ReduceFn& reduce,
+                                      const std::size_t* block_offsets);
+
  private:
   // Waits until every rank's counter (arrived or reduced) reaches sequence.
   // The single-copy path of allreduce (count > 0), after every rank has

@@ -1,12 +1,14 @@
-// One rank of the network-partition test (tests/scripts/network_partition.py).
+// One rank of the network-fault tests (tests/scripts/network_partition.py,
+// tests/scripts/link_down.py).
 //
 // Usage: partition_worker OUT_DIR ITERATIONS
 //
 // Reduces a 1 MiB float32 tensor again and again, checking every element of
 // every result against its closed form, until ITERATIONS results (0: until
 // an allreduce fails). After its first correct result it creates
-// OUT_DIR/ready.<rank>, the driver's cue to cut the network. It ends by
-// writing OUT_DIR/result.<rank>, whose lines the driver reads:
+// OUT_DIR/ready.<rank>, holding its pid, the driver's cue to cut the
+// network. It ends by writing OUT_DIR/result.<rank>, whose lines the driver
+// reads:
 //   ok <iterations>                    every result came, all exact
 //   wrong <iteration> <index> <value>  a result differed from the closed form
 //   error <seconds> <message>          an allreduce threw; seconds since the
@@ -17,6 +19,8 @@
 #include <fstream>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "herd/herd.h"
 
@@ -71,7 +75,12 @@ int main(int argc, char** argv) {
     }
     last_good = Clock::now();
     ++done;
-    if (done == 1) std::ofstream(out_dir + "/ready." + std::to_string(rank)) << "ready\n";
+    if (done == 1) {
+      // Written whole before it appears: the driver reads it once it exists.
+      const std::string ready = out_dir + "/ready." + std::to_string(rank);
+      std::ofstream(ready + ".part") << getpid() << "\n";
+      std::rename((ready + ".part").c_str(), ready.c_str());
+    }
   }
   if (!failed) result << "ok " << done << "\n";
   result.flush();

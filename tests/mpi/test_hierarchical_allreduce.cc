@@ -6,9 +6,12 @@
 // (host_layout); on one machine ranks {0, 1}, {2, 3}, ... play the hosts.
 // Exact float32 sums and averages, int32 maxima, counts from 0 past the
 // single-copy and streaming sizes, in place and not; the bits of an
-// order-sensitive float sum against the reduction order of all ranks.
+// order-sensitive float sum against the reduction order of all ranks; and
+// the hierarchical allgather (collectives/hierarchical_allgather.h) of
+// rank-unique bytes, blocks of equal and unequal sizes, in place and not.
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -18,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "../unit/collectives/reduction_order_reference.h"
+#include "collectives/hierarchical_allgather.h"
 #include "collectives/hierarchical_allreduce.h"
 #include "collectives/mpi/host_layout.h"
 #include "collectives/mpi/mpi_transport.h"
@@ -117,6 +121,39 @@ void check_hierarchical(Tally& tally, MPI_Comm comm, int rank, int ranks) {
                                    sizeof(int32_t), testing::kInt32Max, group, AllreduceOptions{});
         check_elements(tally, "max, " + name, status, maxima,
                        [](int64_t i) { return static_cast<int32_t>(1000 + i % 100); });
+      }
+    }
+    // Allgathers: rank r's byte at `at` of its block is a closed form of
+    // both; blocks of `block` bytes, or (r + 1) * block.
+    for (const bool in_place : {true, false}) {
+      for (const int64_t block : {int64_t{0}, int64_t{1}, int64_t{1000}, int64_t{300001}}) {
+        for (const bool growing : {false, true}) {
+          std::vector<int64_t> bytes;
+          std::vector<std::size_t> offsets{0};
+          for (int r = 0; r < ranks; ++r) {
+            bytes.push_back(growing ? (r + 1) * block : block);
+            offsets.push_back(offsets.back() + static_cast<std::size_t>(bytes.back()));
+          }
+          const auto byte_of = [](std::size_t owner, std::size_t at) {
+            return static_cast<uint8_t>(owner * 31 + at * 7 + (at >> 10));
+          };
+          const auto me = static_cast<std::size_t>(rank);
+          std::vector<uint8_t> input(static_cast<std::size_t>(bytes[me]));
+          for (std::size_t at = 0; at < input.size(); ++at) input[at] = byte_of(me, at);
+          std::vector<uint8_t> output(offsets.back(), 0xee);
+          std::copy(input.begin(), input.end(),
+                    output.begin() + static_cast<std::ptrdiff_t>(offsets[me]));
+          const Status status = hierarchical_allgatherv(
+              in_place ? output.data() + offsets[me] : input.data(), output.data(), bytes, group);
+          const std::string name =
+              fmt::format("allgather of {} bytes{}, {}", block, growing ? " times rank + 1" : "",
+                          in_place ? "in place" : "out of place");
+          check_elements(tally, name, status, output, [&](int64_t at) {
+            std::size_t owner = 0;
+            while (offsets[owner + 1] <= static_cast<std::size_t>(at)) ++owner;
+            return byte_of(owner, static_cast<std::size_t>(at) - offsets[owner]);
+          });
+        }
       }
     }
     // Bits: with L a power of two, the reduction order of all p ranks.

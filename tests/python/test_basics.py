@@ -1,6 +1,6 @@
-"""herd's top level under mpirun at 2 and 3 ranks: the job's shape, init, errors, process sets,
-operator resolution, the handle table, automatic names, and that blocking calls let other Python
-threads run.
+"""herd's top level under mpirun at 2 and 3 ranks, and at 2 across two emulated hosts
+(tests/multihost): the job's shape, init, errors, process sets, operator resolution, the handle
+table, automatic names, and that blocking calls let other Python threads run.
 
 The job's shape is checked against what mpirun tells each process in its environment (Open
 MPI's OMPI_COMM_WORLD_* variables), not against herd. Every test runs on every rank, in the same
@@ -25,17 +25,19 @@ def _env_int(name, default):
 
 
 def test_job_shape_matches_mpirun():
-    """All ranks run on this one machine, so local equals global and there is one 'cross'."""
+    """On one machine local equals global and there is one 'cross'. Across hosts
+    (tests/multihost) of local_size ranks each, filled in rank order as mpirun places
+    them by default, cross_rank is the host's index and cross_size the number of hosts."""
     expected_rank = _env_int("OMPI_COMM_WORLD_RANK", 0)
     expected_size = _env_int("OMPI_COMM_WORLD_SIZE", 1)
+    local_size = _env_int("OMPI_COMM_WORLD_LOCAL_SIZE", expected_size)
     assert herd.rank() == expected_rank
     assert herd.size() == expected_size
     assert herd.local_rank() == _env_int("OMPI_COMM_WORLD_LOCAL_RANK", expected_rank)
-    assert herd.local_size() == _env_int("OMPI_COMM_WORLD_LOCAL_SIZE", expected_size)
-    assert herd.local_rank() == herd.rank()
-    assert herd.local_size() == herd.size()
-    assert herd.cross_rank() == 0
-    assert herd.cross_size() == 1
+    assert herd.local_size() == local_size
+    assert herd.local_rank() == expected_rank % local_size
+    assert herd.cross_rank() == expected_rank // local_size
+    assert herd.cross_size() == expected_size // local_size
     assert herd.mpi_threads_supported() is True
     assert herd.is_initialized() is True
 
