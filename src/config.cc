@@ -392,7 +392,10 @@ const std::array<Setting, 29> kSettings = {{
      "laid out otherwise runs flat with one warning; auto makes it a candidate "
      "where it gives the flat algorithms' bits (a power of two ranks per host), "
      "taken from 64 KiB up by HERD_ALLREDUCE_ALGORITHM=shm and measured with the "
-     "others by auto; 0 never. GPU allreduces: 1 runs them as an NCCL "
+     "others by auto; 0 never. CPU allgathers of such a set take the hierarchical "
+     "allgather (one inside each host, each local rank's slice across hosts, one "
+     "inside each host again) always with 1, from 8 MiB of output up with auto, "
+     "never with 0. GPU allreduces: 1 runs them as an NCCL "
      "reduce-scatter among the ranks of each node, an MPI ring allreduce across "
      "nodes on each rank's part and an NCCL allgather inside the node (needs "
      "NCCL and the same number of ranks on every node); 0 and auto: one NCCL "
@@ -739,7 +742,9 @@ const std::array<UnhonouredVariable, 21> kUnhonoured = {{
      "herd takes the ranks from MPI; processes started without MPI (horovodrun --gloo, Ray, "
      "Spark) are jobs of one rank each: start the job with mpirun"},
     {"HOROVOD_MPI_THREADS_DISABLE", "0", "herd's background thread needs MPI_THREAD_MULTIPLE"},
-    {"HOROVOD_HIERARCHICAL_ALLGATHER", "0", "herd has no hierarchical allgather"},
+    {"HOROVOD_HIERARCHICAL_ALLGATHER", "0",
+     "herd's CPU allgathers follow HERD_HIERARCHICAL_ALLREDUCE (1: the hierarchical allgather "
+     "always; auto: from 8 MiB of output up)"},
     {"HOROVOD_TORUS_ALLREDUCE", "0",
      "herd has no torus allreduce; HERD_HIERARCHICAL_ALLREDUCE is the nearest"},
     {"HOROVOD_BATCH_D2D_MEMCOPIES", "1",

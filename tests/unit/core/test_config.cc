@@ -631,7 +631,9 @@ TEST_CASE("config: HOROVOD_* variables herd cannot honour are named with the rea
             "job with mpirun",
             "HOROVOD_MPI_THREADS_DISABLE='1' is ignored: herd's background thread needs "
             "MPI_THREAD_MULTIPLE",
-            "HOROVOD_HIERARCHICAL_ALLGATHER='1' is ignored: herd has no hierarchical allgather",
+            "HOROVOD_HIERARCHICAL_ALLGATHER='1' is ignored: herd's CPU allgathers follow "
+            "HERD_HIERARCHICAL_ALLREDUCE (1: the hierarchical allgather always; auto: from 8 "
+            "MiB of output up)",
             "HOROVOD_GPU_ALLGATHER='MPI' is ignored: herd runs every GPU collective the one way "
             "HERD_GPU_ALLREDUCE picks, here NCCL"});
 
