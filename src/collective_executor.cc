@@ -69,7 +69,12 @@ int64_t reducescatter_rows(int64_t rows, int ranks, int rank) {
 bool takes_hierarchical_allgather(const HierarchicalPath& path, int64_t output_bytes) {
   // An empty output has nothing to move: the ring passes it in no time.
   if (path.group.local == nullptr || output_bytes == 0) return false;
-  return path.forced || output_bytes >= kHierarchicalAllgatherMinBytes;
+  switch (path.allgather) {
+    case HierarchicalAllgather::kOff: return false;
+    case HierarchicalAllgather::kOn: return true;
+    case HierarchicalAllgather::kAuto: return output_bytes >= kHierarchicalAllgatherMinBytes;
+  }
+  return false;
 }
 
 CollectiveExecutor::CollectiveExecutor(collectives::Transport& transport, FusionExecutor& allreduce,

@@ -10,8 +10,8 @@
 // dtype; the output is checked element by element against it. Then it reads
 // back from its timeline which algorithm ran each tensor and checks it
 // against argv[1]:
-//   on    HERD_HIERARCHICAL_ALLREDUCE=1: every tensor ran
-//         HIERARCHICAL_ALLGATHER;
+//   on    HERD_HIERARCHICAL_ALLGATHER=1 (with HERD_HIERARCHICAL_ALLREDUCE=0):
+//         every tensor ran HIERARCHICAL_ALLGATHER;
 //   auto  the default: tensors of 8 MiB of output and more ran it
 //         (kHierarchicalAllgatherMinBytes, src/collective_executor.h), the
 //         others RING_ALLGATHER.
