@@ -9,6 +9,7 @@
 #include "collectives/alltoall.h"
 #include "collectives/broadcast.h"
 #include "collectives/chunking.h"
+#include "collectives/hierarchical_allgather.h"
 #include "collectives/reducescatter.h"
 #include "common/enforce.h"
 #include "ops/reduce.h"
@@ -65,6 +66,17 @@ int64_t reducescatter_rows(int64_t rows, int ranks, int rank) {
   return collectives::chunk_range(rows, ranks, rank).count;
 }
 
+bool takes_hierarchical_allgather(const HierarchicalPath& path, int64_t output_bytes) {
+  // An empty output has nothing to move: the ring passes it in no time.
+  if (path.group.local == nullptr || output_bytes == 0) return false;
+  switch (path.allgather) {
+    case HierarchicalAllgather::kOff: return false;
+    case HierarchicalAllgather::kOn: return true;
+    case HierarchicalAllgather::kAuto: return output_bytes >= kHierarchicalAllgatherMinBytes;
+  }
+  return false;
+}
+
 CollectiveExecutor::CollectiveExecutor(collectives::Transport& transport, FusionExecutor& allreduce,
                                        std::size_t segment_bytes, std::vector<int> global_ranks,
                                        int set_id)
@@ -101,6 +113,13 @@ Status CollectiveExecutor::allgather(const Response& response, TensorEntry& entr
       row_elements(entry.request.shape) * static_cast<int64_t>(element_size(response.dtype));
   const AllgatherPlan plan = plan_allgather(response.rank_extents, row_bytes);
   entry.output_tensor->reset(response.dtype, with_rows(entry.request.shape, plan.total_rows));
+  const HierarchicalPath& hierarchical = allreduce_.hierarchical();
+  if (takes_hierarchical_allgather(hierarchical, plan.total_rows * row_bytes)) {
+    TimelineActivity activity(entry, set_id_, "HIERARCHICAL_ALLGATHER");
+    return collectives::hierarchical_allgatherv(entry.input.data, entry.output_tensor->data(),
+                                                plan.bytes_per_rank, hierarchical.group,
+                                                segment_bytes_);
+  }
   TimelineActivity activity(entry, set_id_, "RING_ALLGATHER");
   return collectives::ring_allgatherv(entry.input.data, entry.output_tensor->data(),
                                       plan.bytes_per_rank, transport_, segment_bytes_);

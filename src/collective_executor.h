@@ -6,6 +6,10 @@
 // response, so all ranks enter the same algorithm together. Outputs whose
 // size the negotiation decided (allgather, alltoall, reducescatter) are
 // allocated here, into the caller's herd::Tensor, before the data moves.
+// Allgathers of a set with the hierarchical group (FusionExecutor::
+// hierarchical()) run the hierarchical allgather as HERD_HIERARCHICAL_ALLGATHER
+// says: from kHierarchicalAllgatherMinBytes of output on under auto, always
+// under 1.
 #pragma once
 
 #include <cstdint>
@@ -20,9 +24,23 @@
 
 namespace herd::detail {
 
+// Output size from which an allgather of a set with the hierarchical path
+// takes collectives/hierarchical_allgather.h under HERD_HIERARCHICAL_ALLGATHER
+// =auto. Across emulated hosts of 2 ranks (docs/design/
+// hierarchical-allreduce.md, "Measurements (emulated hosts)") it beat the
+// flat ring in every launch from 16 MiB of output up and lost in every launch
+// at 4 MiB, where its three steps' barriers and latencies outweigh the bytes
+// it saves on the network; 8 MiB lies between the two.
+constexpr int64_t kHierarchicalAllgatherMinBytes = 8 * 1024 * 1024;
+
+// Whether an allgather of `output_bytes` takes the hierarchical allgather on a
+// set whose hierarchical path is `path`.
+bool takes_hierarchical_allgather(const HierarchicalPath& path, int64_t output_bytes);
+
 class CollectiveExecutor {
  public:
-  // `allreduce` runs grouped allreduces, which share its fusion buffer.
+  // `allreduce` runs grouped allreduces, which share its fusion buffer; its
+  // hierarchical group (if any) serves the allgathers too.
   // `global_ranks` lists the set's members (a broadcast's root is one of them).
   // `set_id`: the process set's thread in the timeline.
   CollectiveExecutor(collectives::Transport& transport, FusionExecutor& allreduce,

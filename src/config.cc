@@ -140,6 +140,15 @@ std::string hierarchical_allreduce_text(int64_t value) {
   return fmt::format("HierarchicalAllreduce({})", value);
 }
 
+std::string hierarchical_allgather_text(int64_t value) {
+  switch (static_cast<HierarchicalAllgather>(value)) {
+    case HierarchicalAllgather::kOff: return "0";
+    case HierarchicalAllgather::kOn: return "1";
+    case HierarchicalAllgather::kAuto: return "auto";
+  }
+  return fmt::format("HierarchicalAllgather({})", value);
+}
+
 struct Setting {
   const char* variable;
   const char* default_text;  // must parse to the Config member's initializer
@@ -190,7 +199,7 @@ int64_t field_value(const Config& config) {
 // ranks that disagreed would hang on. HERD_PROCESS_SETS must agree too but
 // is compared list by list when the sets are made; HERD_EAGER_PIECE_BYTES
 // may differ because the ranks take the smallest value.
-const std::array<Setting, 29> kSettings = {{
+const std::array<Setting, 30> kSettings = {{
     {"HERD_FUSION_THRESHOLD", "4194304",
      "Most bytes packed into one fusion buffer; 0 turns fusion off, so every "
      "tensor is reduced on its own.",
@@ -414,6 +423,25 @@ const std::array<Setting, 29> kSettings = {{
      },
      [](const Config& config) { return static_cast<int64_t>(config.hierarchical_allreduce); },
      &hierarchical_allreduce_text},
+    {"HERD_HIERARCHICAL_ALLGATHER", "auto",
+     "CPU allgathers of a process set whose hosts each hold the same number "
+     "(above 1) of its ranks, consecutive in the set: 1 runs every one "
+     "hierarchically (a shared-memory allgather inside each host, each local "
+     "rank's slice of every host's rows across hosts, a shared-memory allgather "
+     "of the other hosts' slices), and a set laid out otherwise runs flat with "
+     "one warning; auto runs it from 8 MiB of output up; 0 never.",
+     [](const char* variable, std::string_view text, Config* config) {
+       for (auto value : {HierarchicalAllgather::kOff, HierarchicalAllgather::kOn,
+                          HierarchicalAllgather::kAuto}) {
+         if (text == hierarchical_allgather_text(static_cast<int64_t>(value))) {
+           config->hierarchical_allgather = value;
+           return Status::ok();
+         }
+       }
+       return bad_value(variable, text, "auto, 0 or 1");
+     },
+     [](const Config& config) { return static_cast<int64_t>(config.hierarchical_allgather); },
+     &hierarchical_allgather_text},
     {"HERD_NCCL_TIMEOUT", "600",
      "Seconds a started GPU collective may run before herd aborts its NCCL "
      "communicator (ncclCommAbort) and fails it and everything pending on that "
@@ -692,7 +720,7 @@ struct Alias {
 // own variable override the one for all; HOROVOD_STALL_CHECK_DISABLE=1 before
 // the times, as Horovod then checks nothing). An alias of a setting this
 // build lacks is not read. The Setting::alias column comes before these.
-const std::array<Alias, 17> kAliases = {{
+const std::array<Alias, 18> kAliases = {{
     {"HERD_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD", &same_spelling},
     {"HERD_CYCLE_TIME", "HOROVOD_CYCLE_TIME", &same_spelling},
     {"HERD_CACHE_CAPACITY", "HOROVOD_CACHE_CAPACITY", &same_spelling},
@@ -704,6 +732,7 @@ const std::array<Alias, 17> kAliases = {{
     {"HERD_GPU_ALLREDUCE", "HOROVOD_GPU_ALLREDUCE", &same_spelling},
     {"HERD_GPU_ALLREDUCE", "HOROVOD_GPU_OPERATIONS", &same_spelling},
     {"HERD_HIERARCHICAL_ALLREDUCE", "HOROVOD_HIERARCHICAL_ALLREDUCE", &horovod_switch},
+    {"HERD_HIERARCHICAL_ALLGATHER", "HOROVOD_HIERARCHICAL_ALLGATHER", &horovod_switch},
     {"HERD_TIMELINE", "HOROVOD_TIMELINE", &horovod_timeline},
     {"HERD_TIMELINE_MARK_CYCLES", "HOROVOD_TIMELINE_MARK_CYCLES", &same_spelling},
     {"HERD_AUTOTUNE", "HOROVOD_AUTOTUNE", &same_spelling},
@@ -729,7 +758,7 @@ constexpr char kNoBayesianOptimisation[] =
     "herd's autotuning searches by coordinate descent, not Bayesian optimisation; "
     "HERD_AUTOTUNE_STEPS_PER_SAMPLE sets how long each sample is";
 
-const std::array<UnhonouredVariable, 21> kUnhonoured = {{
+const std::array<UnhonouredVariable, 20> kUnhonoured = {{
     {"HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "", kNoBayesianOptimisation},
     {"HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "", kNoBayesianOptimisation},
     {"HOROVOD_CONTROLLER", "mpi", "herd's ranks coordinate over MPI only; it has no Gloo"},
@@ -747,7 +776,6 @@ const std::array<UnhonouredVariable, 21> kUnhonoured = {{
      "herd takes the ranks from MPI; processes started without MPI (horovodrun --gloo, Ray, "
      "Spark) are jobs of one rank each: start the job with mpirun"},
     {"HOROVOD_MPI_THREADS_DISABLE", "0", "herd's background thread needs MPI_THREAD_MULTIPLE"},
-    {"HOROVOD_HIERARCHICAL_ALLGATHER", "0", "herd has no hierarchical allgather"},
     {"HOROVOD_TORUS_ALLREDUCE", "0",
      "herd has no torus allreduce; HERD_HIERARCHICAL_ALLREDUCE is the nearest"},
     {"HOROVOD_BATCH_D2D_MEMCOPIES", "1",

@@ -59,6 +59,17 @@ enum class HierarchicalAllreduce {
   kAuto = 2,
 };
 
+// Whether CPU allgathers run hierarchically (HERD_HIERARCHICAL_ALLGATHER):
+// inside each host first, then across hosts. The enumerators' values are the
+// variable's digits.
+enum class HierarchicalAllgather {
+  kOff = 0,
+  kOn = 1,
+  // Where the process set's layout allows it, from
+  // kHierarchicalAllgatherMinBytes of output up (src/collective_executor.h).
+  kAuto = 2,
+};
+
 struct Config {
   // HERD_FUSION_THRESHOLD: most bytes packed into one fusion buffer; 0 turns
   // fusion off (every tensor is reduced on its own).
@@ -121,6 +132,10 @@ struct Config {
   // allreduces (kOn only) as NCCL reduce-scatter inside a node, MPI ring
   // across nodes, NCCL allgather inside the node.
   HierarchicalAllreduce hierarchical_allreduce = HierarchicalAllreduce::kAuto;
+  // HERD_HIERARCHICAL_ALLGATHER: CPU allgathers as a shared-memory allgather
+  // inside each host, each local rank's slice across hosts and a shared-memory
+  // allgather of the other hosts' slices (collectives/hierarchical_allgather.h).
+  HierarchicalAllgather hierarchical_allgather = HierarchicalAllgather::kAuto;
   // HERD_NCCL_TIMEOUT: seconds a started GPU collective may take before herd
   // aborts the NCCL communicator and fails it; 0 waits for ever.
   double nccl_timeout_seconds = 600.0;

@@ -53,7 +53,7 @@ AllreducePath FusionExecutor::flat_by_threshold(std::size_t bytes) const {
 
 AllreducePath FusionExecutor::first_candidate(std::size_t bytes) const {
   if (shm_.group != nullptr && bytes <= shm_.max_bytes) return AllreducePath::kShm;
-  if (hierarchical_.group.local != nullptr && bytes >= hierarchical_.min_bytes) {
+  if (has_hierarchical() && bytes >= hierarchical_.min_bytes) {
     return AllreducePath::kHierarchical;
   }
   // On one rank every path is a copy: the transport's, which needs no group.
@@ -72,7 +72,7 @@ std::vector<AllreducePath> FusionExecutor::candidates(std::size_t bytes) const {
   paths.push_back(flat_first);
   // Below its size the hierarchical allreduce is still measured, after the
   // flat algorithm the threshold picks.
-  if (hierarchical_.group.local != nullptr && first != AllreducePath::kHierarchical) {
+  if (has_hierarchical() && first != AllreducePath::kHierarchical) {
     paths.push_back(AllreducePath::kHierarchical);
   }
   paths.push_back(flat_second);

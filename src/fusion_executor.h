@@ -55,14 +55,20 @@ struct ShmPath {
 // (docs/design/hierarchical-allreduce.md, "When it runs").
 constexpr std::size_t kHierarchicalAllreduceMinBytes = 64 * 1024;
 
-// The hierarchical allreduce of a process set spanning hosts with several of
-// its ranks on each (collectives/hierarchical_allreduce.h): the group
-// (group.local null: none), and whether HERD_HIERARCHICAL_ALLREDUCE=1 makes
-// it run every allreduce, whatever HERD_ALLREDUCE_ALGORITHM says. Else it is
-// a candidate like the others from min_bytes on.
+// The hierarchical collectives of a process set spanning hosts with several of
+// its ranks on each (collectives/hierarchical_allreduce.h,
+// hierarchical_allgather.h): the group (group.local null: none); whether
+// allreduces may take it (HERD_HIERARCHICAL_ALLREDUCE is not 0 and, under
+// auto, the bits stay the flat algorithms'), and whether
+// HERD_HIERARCHICAL_ALLREDUCE=1 makes it run every allreduce, whatever
+// HERD_ALLREDUCE_ALGORITHM says (else it is a candidate like the others from
+// min_bytes on); and HERD_HIERARCHICAL_ALLGATHER for the allgathers
+// (src/collective_executor.h).
 struct HierarchicalPath {
   collectives::HierarchicalGroup group;
+  bool allreduce = true;
   bool forced = false;
+  HierarchicalAllgather allgather = HierarchicalAllgather::kAuto;
   std::size_t min_bytes = kHierarchicalAllreduceMinBytes;
 };
 
@@ -120,8 +126,10 @@ class FusionExecutor {
   // size threshold picks.
   AllreducePath first_candidate(std::size_t bytes) const;
   // Whether every call takes the hierarchical allreduce.
-  bool hierarchical_forced() const {
-    return hierarchical_.forced && hierarchical_.group.local != nullptr;
+  bool hierarchical_forced() const { return hierarchical_.forced && has_hierarchical(); }
+  // Whether allreduces may take the hierarchical allreduce.
+  bool has_hierarchical() const {
+    return hierarchical_.allreduce && hierarchical_.group.local != nullptr;
   }
   // The flat algorithm the size threshold picks for `bytes`.
   AllreducePath flat_by_threshold(std::size_t bytes) const;

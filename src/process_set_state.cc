@@ -130,8 +130,11 @@ ShmPath ProcessSetState::make_shm_path(const Config& config) {
 
 HierarchicalPath ProcessSetState::make_hierarchical_path(const Config& config,
                                                          const collectives::HostLayout& layout) {
-  if (config.hierarchical_allreduce == HierarchicalAllreduce::kOff || node_shm_) return {};
+  const bool allreduce_wanted = config.hierarchical_allreduce != HierarchicalAllreduce::kOff;
+  const bool allgather_wanted = config.hierarchical_allgather != HierarchicalAllgather::kOff;
+  if ((!allreduce_wanted && !allgather_wanted) || node_shm_) return {};
   const bool forced = config.hierarchical_allreduce == HierarchicalAllreduce::kOn;
+  const bool allgather_forced = config.hierarchical_allgather == HierarchicalAllgather::kOn;
   // Every member computes the same layout, so every member returns alike
   // until the shared memory is made.
   if (!layout.spans_hosts() || (layout.uniform && layout.local_size == 1)) return {};
@@ -143,15 +146,25 @@ HierarchicalPath ProcessSetState::make_hierarchical_path(const Config& config,
                "each host's ranks consecutive in the set ({})",
                id_, describe_layout(layout));
     }
+    if (allgather_forced && set_rank_ == 0) {
+      HERD_LOG(kWarning,
+               "process set {}: HERD_HIERARCHICAL_ALLGATHER=1, but its allgathers run flat: the "
+               "hierarchical allgather needs the same number of the set's ranks on every host, "
+               "each host's ranks consecutive in the set ({})",
+               id_, describe_layout(layout));
+    }
     return {};
   }
-  if (!forced && !collectives::hierarchical_keeps_reduction_order(layout.local_size)) {
+  const bool allreduce =
+      allreduce_wanted &&
+      (forced || collectives::hierarchical_keeps_reduction_order(layout.local_size));
+  if (allreduce_wanted && !allreduce) {
     HERD_LOG(kDebug,
              "process set {}: no hierarchical allreduce: with {} ranks per host it would not give "
              "the flat algorithms' bits (HERD_HIERARCHICAL_ALLREDUCE=1 forces it)",
              id_, layout.local_size);
-    return {};
   }
+  if (!allreduce && !allgather_wanted) return {};
   // The host's members in set order; one member of each host per local rank,
   // in host order (the contiguous layout numbers hosts in set order).
   Status split = HERD_MPI_STATUS(MPI_Comm_split(data_comm_, layout.host, set_rank_, &host_comm_));
@@ -168,12 +181,19 @@ HierarchicalPath ProcessSetState::make_hierarchical_path(const Config& config,
       cross_comm_, collectives::kMaxMpiMessageBytes,
       collectives::agree_eager_piece_bytes(cross_comm_, config.eager_piece_bytes));
   cross_transport_->set_collective_timeout(collective_timeout(config));
-  HERD_LOG(kDebug, "process set {}: hierarchical allreduce over {} hosts of {} ranks ({}), {}", id_,
-           layout.hosts, layout.local_size, forced ? "every allreduce" : "a candidate",
-           describe_layout(layout));
+  HERD_LOG(
+      kDebug,
+      "process set {}: hierarchical collectives over {} hosts of {} ranks (allreduce: {}; "
+      "allgather: {}), {}",
+      id_, layout.hosts, layout.local_size,
+      !allreduce ? "none" : (forced ? "every allreduce" : "a candidate"),
+      !allgather_wanted ? "none" : (allgather_forced ? "every allgather" : "from 8 MiB of output"),
+      describe_layout(layout));
   HierarchicalPath path;
   path.group = {&host_shm_->group(), cross_transport_.get()};
+  path.allreduce = allreduce;
   path.forced = forced;
+  path.allgather = config.hierarchical_allgather;
   return path;
 }
 

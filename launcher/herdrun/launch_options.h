@@ -27,6 +27,8 @@ struct LaunchOptions {
   std::optional<int64_t> cache_capacity;
   bool hierarchical_allreduce = false;     // --hierarchical-allreduce
   bool no_hierarchical_allreduce = false;  // --no-hierarchical-allreduce (not with the above)
+  bool hierarchical_allgather = false;     // --hierarchical-allgather
+  bool no_hierarchical_allgather = false;  // --no-hierarchical-allgather (not with the above)
   std::optional<std::string> timeline_filename;
   bool timeline_mark_cycles = false;
   bool autotune = false;

@@ -289,6 +289,15 @@ int run(int argc, char** argv) {
                "Never the hierarchical allreduce (HERD_HIERARCHICAL_ALLREDUCE=0)")
       ->excludes(hierarchical)
       ->group(tuning);
+  auto* hierarchical_allgather =
+      app.add_flag("--hierarchical-allgather", options.hierarchical_allgather,
+                   "Every CPU allgather within each machine first, then across "
+                   "(HERD_HIERARCHICAL_ALLGATHER=1)")
+          ->group(tuning);
+  app.add_flag("--no-hierarchical-allgather", options.no_hierarchical_allgather,
+               "Never the hierarchical allgather (HERD_HIERARCHICAL_ALLGATHER=0)")
+      ->excludes(hierarchical_allgather)
+      ->group(tuning);
   app.add_flag("--autotune", options.autotune,
                "Tune the parameters while the job runs (HERD_AUTOTUNE=1)")
       ->group(tuning);

@@ -53,6 +53,10 @@ Environment herd_settings(const LaunchOptions& options) {
   if (options.no_hierarchical_allreduce) {
     settings.emplace_back("HERD_HIERARCHICAL_ALLREDUCE", "0");
   }
+  if (options.hierarchical_allgather) settings.emplace_back("HERD_HIERARCHICAL_ALLGATHER", "1");
+  if (options.no_hierarchical_allgather) {
+    settings.emplace_back("HERD_HIERARCHICAL_ALLGATHER", "0");
+  }
   if (options.timeline_filename) settings.emplace_back("HERD_TIMELINE", *options.timeline_filename);
   if (options.timeline_mark_cycles) settings.emplace_back("HERD_TIMELINE_MARK_CYCLES", "1");
   if (options.autotune) settings.emplace_back("HERD_AUTOTUNE", "1");

@@ -52,6 +52,7 @@ std::set<std::string> differing_fields(const Config& a, const Config& b) {
   if (a.shm_single_copy != b.shm_single_copy) fields.insert("shm_single_copy");
   if (a.gpu_allreduce != b.gpu_allreduce) fields.insert("gpu_allreduce");
   if (a.hierarchical_allreduce != b.hierarchical_allreduce) fields.insert("hierarchical_allreduce");
+  if (a.hierarchical_allgather != b.hierarchical_allgather) fields.insert("hierarchical_allgather");
   if (a.nccl_timeout_seconds != b.nccl_timeout_seconds) fields.insert("nccl_timeout_seconds");
   if (a.gpu_staging_bytes != b.gpu_staging_bytes) fields.insert("gpu_staging_bytes");
   if (a.num_servers != b.num_servers) fields.insert("num_servers");
@@ -90,6 +91,7 @@ const std::set<std::string> kAllFields = {"fusion_threshold_bytes",
                                           "process_sets",
                                           "gpu_allreduce",
                                           "hierarchical_allreduce",
+                                          "hierarchical_allgather",
                                           "nccl_timeout_seconds",
                                           "gpu_staging_bytes",
                                           "num_servers",
@@ -393,6 +395,16 @@ TEST_CASE("config: each HOROVOD_* alias sets its setting in herd's units", "[con
     REQUIRE(r.status.is_ok());
     CHECK(r.config.hierarchical_allreduce == HierarchicalAllreduce::kOff);
   }
+  {
+    Read r = read_with_notes({{"HOROVOD_HIERARCHICAL_ALLGATHER", "1"}});
+    REQUIRE(r.status.is_ok());
+    CHECK(r.changed == std::set<std::string>{"hierarchical_allgather"});
+    CHECK(r.config.hierarchical_allgather == HierarchicalAllgather::kOn);
+    CHECK(r.notes.warnings.empty());
+    r = read_with_notes({{"HOROVOD_HIERARCHICAL_ALLGATHER", "0"}});
+    REQUIRE(r.status.is_ok());
+    CHECK(r.config.hierarchical_allgather == HierarchicalAllgather::kOff);
+  }
   for (const char* variable : {"HOROVOD_GPU_ALLREDUCE", "HOROVOD_GPU_OPERATIONS"}) {
     INFO(variable);
     Read r = read_with_notes({{variable, "MPI"}});
@@ -549,6 +561,7 @@ TEST_CASE("config: a bad HOROVOD_* value fails like herd's own, naming the alias
   // Horovod's switch: herd's "auto" is not among its values.
   for (const char* bad : {"2", "yes", "true", "", "auto"}) {
     check_rejected("HOROVOD_HIERARCHICAL_ALLREDUCE", bad, "0 or 1");
+    check_rejected("HOROVOD_HIERARCHICAL_ALLGATHER", bad, "0 or 1");
   }
 
   // Checked though the HERD_* variable is set and wins; reported with the
@@ -610,7 +623,6 @@ TEST_CASE("config: HOROVOD_* variables herd cannot honour are named with the rea
                             {"HOROVOD_CONTROLLER", "gloo"},
                             {"HOROVOD_CPU_OPERATIONS", "ccl"},
                             {"HOROVOD_MPI_THREADS_DISABLE", "1"},
-                            {"HOROVOD_HIERARCHICAL_ALLGATHER", "1"},
                             {"HOROVOD_RANK", "3"},
                             {"HOROVOD_GPU_ALLGATHER", "MPI"},
                             {"HOROVOD_GPU_BROADCAST", "NCCL"}});
@@ -633,7 +645,6 @@ TEST_CASE("config: HOROVOD_* variables herd cannot honour are named with the rea
             "job with mpirun",
             "HOROVOD_MPI_THREADS_DISABLE='1' is ignored: herd's background thread needs "
             "MPI_THREAD_MULTIPLE",
-            "HOROVOD_HIERARCHICAL_ALLGATHER='1' is ignored: herd has no hierarchical allgather",
             "HOROVOD_GPU_ALLGATHER='MPI' is ignored: herd runs every GPU collective the one way "
             "HERD_GPU_ALLREDUCE picks, here NCCL"});
 
@@ -678,6 +689,7 @@ TEST_CASE("config: the aliases and the settings they stand for", "[config][horov
       {"HOROVOD_GPU_ALLREDUCE", "HERD_GPU_ALLREDUCE"},
       {"HOROVOD_GPU_OPERATIONS", "HERD_GPU_ALLREDUCE"},
       {"HOROVOD_HIERARCHICAL_ALLREDUCE", "HERD_HIERARCHICAL_ALLREDUCE"},
+      {"HOROVOD_HIERARCHICAL_ALLGATHER", "HERD_HIERARCHICAL_ALLGATHER"},
       {"HOROVOD_TIMELINE", "HERD_TIMELINE"},
       {"HOROVOD_TIMELINE_MARK_CYCLES", "HERD_TIMELINE_MARK_CYCLES"},
       {"HOROVOD_AUTOTUNE", "HERD_AUTOTUNE"},
@@ -829,6 +841,7 @@ TEST_CASE("config: setting_docs covers every field exactly once", "[config]") {
                                                           {"HERD_FUSION_MAX_TENSOR_BYTES", "9"},
                                                           {"HERD_GPU_ALLREDUCE", "mpi"},
                                                           {"HERD_HIERARCHICAL_ALLREDUCE", "1"},
+                                                          {"HERD_HIERARCHICAL_ALLGATHER", "1"},
                                                           {"HERD_NCCL_TIMEOUT", "1.5"},
                                                           {"HERD_GPU_STAGING_BYTES", "4096"},
                                                           {"HERD_EAGER_PIECE_BYTES", "0"},
@@ -876,18 +889,12 @@ TEST_CASE("config: setting_docs covers every field exactly once", "[config]") {
 
 TEST_CASE("config: the settings compared across ranks", "[config]") {
   // Those that decide message layouts, fusion groups or the algorithm.
-  const std::vector<std::string> compared = {"HERD_FUSION_THRESHOLD",
-                                             "HERD_FUSION_MAX_TENSOR_BYTES",
-                                             "HERD_CACHE_CAPACITY",
-                                             "HERD_RING_SEGMENT_BYTES",
-                                             "HERD_SMALL_ALLREDUCE_BYTES",
-                                             "HERD_SHM_ALLREDUCE_BYTES",
-                                             "HERD_ALLREDUCE_ALGORITHM",
-                                             "HERD_GPU_ALLREDUCE",
-                                             "HERD_HIERARCHICAL_ALLREDUCE",
-                                             "HERD_GPU_STAGING_BYTES",
-                                             "HERD_NUM_SERVERS",
-                                             "HERD_KVSTORE_BIGARRAY_BOUND"};
+  const std::vector<std::string> compared = {
+      "HERD_FUSION_THRESHOLD",       "HERD_FUSION_MAX_TENSOR_BYTES", "HERD_CACHE_CAPACITY",
+      "HERD_RING_SEGMENT_BYTES",     "HERD_SMALL_ALLREDUCE_BYTES",   "HERD_SHM_ALLREDUCE_BYTES",
+      "HERD_ALLREDUCE_ALGORITHM",    "HERD_GPU_ALLREDUCE",           "HERD_HIERARCHICAL_ALLREDUCE",
+      "HERD_HIERARCHICAL_ALLGATHER", "HERD_GPU_STAGING_BYTES",       "HERD_NUM_SERVERS",
+      "HERD_KVSTORE_BIGARRAY_BOUND"};
   std::vector<std::string> marked;
   for (const SettingDoc& doc : setting_docs()) {
     if (doc.compared_across_ranks) marked.push_back(doc.variable);
@@ -904,12 +911,13 @@ TEST_CASE("config: the settings compared across ranks", "[config]") {
                 {"HERD_ALLREDUCE_ALGORITHM", "recursive_doubling"},
                 {"HERD_GPU_ALLREDUCE", "MPI"},
                 {"HERD_HIERARCHICAL_ALLREDUCE", "1"},
+                {"HERD_HIERARCHICAL_ALLGATHER", "0"},
                 {"HERD_GPU_STAGING_BYTES", "19"},
                 {"HERD_NUM_SERVERS", "20"},
                 {"HERD_KVSTORE_BIGARRAY_BOUND", "21"}},
                &config)
               .is_ok());
-  const std::vector<int64_t> values = {11, 12, 13, 14, -1, 16, 3, 1, 1, 19, 20, 21};
+  const std::vector<int64_t> values = {11, 12, 13, 14, -1, 16, 3, 1, 1, 0, 19, 20, 21};
   static_assert(static_cast<int64_t>(HierarchicalAllreduce::kOn) == 1);
   const std::vector<AgreedSetting> agreed = settings_that_must_agree(config);
   REQUIRE(agreed.size() == compared.size());
@@ -949,6 +957,10 @@ TEST_CASE("config: compared values print as the variables spell them", "[config]
        {{static_cast<int64_t>(HierarchicalAllreduce::kOff), "0"},
         {static_cast<int64_t>(HierarchicalAllreduce::kOn), "1"},
         {static_cast<int64_t>(HierarchicalAllreduce::kAuto), "auto"}}},
+      {"HERD_HIERARCHICAL_ALLGATHER",
+       {{static_cast<int64_t>(HierarchicalAllgather::kOff), "0"},
+        {static_cast<int64_t>(HierarchicalAllgather::kOn), "1"},
+        {static_cast<int64_t>(HierarchicalAllgather::kAuto), "auto"}}},
       {"HERD_GPU_STAGING_BYTES", {{4194304, "4194304"}}},
       {"HERD_NUM_SERVERS", {{0, "0"}, {2, "2"}}},
       {"HERD_KVSTORE_BIGARRAY_BOUND", {{1000000, "1000000"}}},
@@ -1025,6 +1037,27 @@ TEST_CASE("config: HERD_HIERARCHICAL_ALLREDUCE is auto, 1 or 0", "[config]") {
   // Spelled as documented only: no other case, no other switch words.
   for (const char* bad : {"AUTO", "Auto", "on", "off", "2", "-1", "", " 1", "true"}) {
     check_rejected("HERD_HIERARCHICAL_ALLREDUCE", bad, "auto, 0 or 1");
+  }
+}
+
+TEST_CASE("config: HERD_HIERARCHICAL_ALLGATHER is auto, 1 or 0", "[config]") {
+  CHECK(Config{}.hierarchical_allgather == HierarchicalAllgather::kAuto);
+  const std::vector<std::pair<const char*, HierarchicalAllgather>> values = {
+      {"auto", HierarchicalAllgather::kAuto},
+      {"1", HierarchicalAllgather::kOn},
+      {"0", HierarchicalAllgather::kOff}};
+  for (const auto& [text, value] : values) {
+    INFO(text);
+    Config config;
+    config.hierarchical_allgather = value == HierarchicalAllgather::kOn
+                                        ? HierarchicalAllgather::kOff
+                                        : HierarchicalAllgather::kOn;
+    REQUIRE(read({{"HERD_HIERARCHICAL_ALLGATHER", text}}, &config).is_ok());
+    CHECK(config.hierarchical_allgather == value);
+    CHECK(config.hierarchical_allreduce == HierarchicalAllreduce::kAuto);
+  }
+  for (const char* bad : {"AUTO", "on", "off", "2", "-1", "", " 1", "true"}) {
+    check_rejected("HERD_HIERARCHICAL_ALLGATHER", bad, "auto, 0 or 1");
   }
 }
 

@@ -62,11 +62,13 @@ TEST_CASE("herdrun's mpirun command, flag by flag") {
   tuned.stall_shutdown_seconds = 90;
   tuned.log_level = "debug";
   tuned.hierarchical_allreduce = true;
+  tuned.hierarchical_allgather = true;
   LaunchOptions no_stall = job(2);
   no_stall.no_stall_check = true;
   no_stall.stall_check_seconds = 5;  // --no-stall-check wins (CLI11 refuses both together)
   LaunchOptions flat = job(2);
   flat.no_hierarchical_allreduce = true;
+  flat.no_hierarchical_allgather = true;
   LaunchOptions servers = job(2);
   servers.num_servers = 1;
   LaunchOptions extra = job(2);
@@ -110,6 +112,7 @@ TEST_CASE("herdrun's mpirun command, flag by flag") {
                 "-x",      "HERD_CYCLE_TIME=2.5",
                 "-x",      "HERD_CACHE_CAPACITY=0",
                 "-x",      "HERD_HIERARCHICAL_ALLREDUCE=1",
+                "-x",      "HERD_HIERARCHICAL_ALLGATHER=1",
                 "-x",      "HERD_TIMELINE=/tmp/tl.%r.json",
                 "-x",      "HERD_TIMELINE_MARK_CYCLES=1",
                 "-x",      "HERD_AUTOTUNE=1",
@@ -131,8 +134,8 @@ TEST_CASE("herdrun's mpirun command, flag by flag") {
       {"--no-hierarchical-allreduce", flat, machine(2),
        concat({{"/usr/bin/mpirun", "-np", "2"},
                kBinding,
-               {"-x", "HERD_HIERARCHICAL_ALLREDUCE=0", "-x", "HERD_RESTART_COUNT=0", "python3",
-                "train.py"}}),
+               {"-x", "HERD_HIERARCHICAL_ALLREDUCE=0", "-x", "HERD_HIERARCHICAL_ALLGATHER=0", "-x",
+                "HERD_RESTART_COUNT=0", "python3", "train.py"}}),
        0},
       {"parameter servers come on top of -np", servers, machine(4),
        concat({{"/usr/bin/mpirun", "-np", "3"},
