@@ -86,6 +86,8 @@ class WorkerJob:
 
 
 def wait_for(predicate, seconds):
+    """Polls `predicate` every 50 ms for up to `seconds`; whether it held
+    (fault_matrix.py waits with it too)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if predicate():
