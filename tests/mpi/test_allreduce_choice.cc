@@ -102,12 +102,8 @@ int main(int argc, char** argv) {
             "expected " + std::to_string(counts.size() * kSums) + " algorithm spans, got " +
                 std::to_string(runs.size()));
   // Every rank ran what rank 0 ran, call by call.
-  std::string mine = joined(runs);
-  int length = static_cast<int>(mine.size());
-  MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  std::string rank0(static_cast<std::size_t>(length), '\0');
-  if (rank == 0) rank0 = mine;
-  MPI_Bcast(rank0.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
+  const std::string mine = joined(runs);
+  const std::string rank0 = from_rank_0(mine);
   rec.check(mine == rank0, "same algorithms as rank 0",
             "rank 0 ran\n" + rank0 + "this rank ran\n" + mine);
 
