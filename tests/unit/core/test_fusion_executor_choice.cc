@@ -13,6 +13,7 @@
 #include "collectives/inproc/inproc_transport.h"
 #include "src/fusion_executor.h"
 #include "tests/unit/core/float32_entries.h"
+#include "tests/unit/core/forwarding_transport.h"
 
 namespace herd::detail {
 namespace {
@@ -28,25 +29,18 @@ class FailedTransfer : public collectives::PendingTransfer {
 
 // Sends of `fail_bytes` bytes fail while armed (from the start); the rest
 // pass through.
-class FailingTransport : public collectives::Transport {
+class FailingTransport : public testing::ForwardingTransport {
  public:
   FailingTransport(std::unique_ptr<collectives::Transport> inner, std::size_t fail_bytes)
-      : inner_(std::move(inner)), fail_bytes_(fail_bytes) {}
+      : ForwardingTransport(std::move(inner)), fail_bytes_(fail_bytes) {}
   void arm(bool armed) { armed_ = armed; }
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
   std::unique_ptr<collectives::PendingTransfer> isend(const void* data, std::size_t bytes, int peer,
                                                       int tag) override {
     if (armed_ && bytes == fail_bytes_) return std::make_unique<FailedTransfer>();
-    return inner_->isend(data, bytes, peer, tag);
-  }
-  std::unique_ptr<collectives::PendingTransfer> irecv(void* data, std::size_t bytes, int peer,
-                                                      int tag) override {
-    return inner_->irecv(data, bytes, peer, tag);
+    return ForwardingTransport::isend(data, bytes, peer, tag);
   }
 
  private:
-  std::unique_ptr<collectives::Transport> inner_;
   std::size_t fail_bytes_;
   bool armed_ = true;
 };

@@ -21,6 +21,7 @@
 #include "src/fusion_executor.h"
 #include "tests/unit/collectives/shm_heap_area.h"
 #include "tests/unit/core/float32_entries.h"
+#include "tests/unit/core/forwarding_transport.h"
 
 namespace herd::detail {
 namespace {
@@ -33,24 +34,17 @@ constexpr int kLocalSize = 2;
 constexpr int kRanks = kHosts * kLocalSize;
 
 // Counts the bytes sent through `inner`.
-class CountingTransport : public collectives::Transport {
+class CountingTransport : public testing::ForwardingTransport {
  public:
   CountingTransport(std::unique_ptr<collectives::Transport> inner, std::atomic<int64_t>& sent)
-      : inner_(std::move(inner)), sent_(sent) {}
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
+      : ForwardingTransport(std::move(inner)), sent_(sent) {}
   std::unique_ptr<collectives::PendingTransfer> isend(const void* data, std::size_t bytes, int peer,
                                                       int tag) override {
     sent_ += static_cast<int64_t>(bytes);
-    return inner_->isend(data, bytes, peer, tag);
-  }
-  std::unique_ptr<collectives::PendingTransfer> irecv(void* data, std::size_t bytes, int peer,
-                                                      int tag) override {
-    return inner_->irecv(data, bytes, peer, tag);
+    return ForwardingTransport::isend(data, bytes, peer, tag);
   }
 
  private:
-  std::unique_ptr<collectives::Transport> inner_;
   std::atomic<int64_t>& sent_;
 };
 
