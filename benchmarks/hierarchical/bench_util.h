@@ -44,6 +44,26 @@ inline std::vector<int64_t> parse_sizes(const std::string& text) {
   return sizes;
 }
 
+// Walks argv as "--flag value" pairs: --sizes sets `sizes`, --reps `reps`;
+// any other flag goes to `apply` (when given), which returns false for a
+// flag it does not know.
+inline void parse_flags(
+    int argc, char** argv, std::vector<int64_t>* sizes, int* reps,
+    const std::function<bool(const std::string& flag, const std::string& value)>& apply = {}) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) throw std::invalid_argument(flag + " needs a value");
+    const std::string value = argv[++i];
+    if (flag == "--sizes") {
+      *sizes = parse_sizes(value);
+    } else if (flag == "--reps") {
+      *reps = std::stoi(value);
+    } else if (!apply || !apply(flag, value)) {
+      throw std::invalid_argument("unknown option " + flag);
+    }
+  }
+}
+
 inline double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const std::size_t n = values.size();
@@ -68,6 +88,12 @@ inline std::string ratio_column(const std::vector<double>& times,
   std::vector<double> ratios;
   for (std::size_t rep = 0; rep < times.size(); ++rep) ratios.push_back(baseline[rep] / times[rep]);
   return fmt::format("{:>10.1f} {:>6.2f}", median(times) * 1e6, median(ratios));
+}
+
+// `count` summed over the ranks of `comm` (collective): wrong elements.
+inline int64_t sum_over_ranks(MPI_Comm comm, int64_t count) {
+  MPI_Allreduce(MPI_IN_PLACE, &count, 1, MPI_INT64_T, MPI_SUM, comm);
+  return count;
 }
 
 inline void require_ok(const Status& status, const char* what) {

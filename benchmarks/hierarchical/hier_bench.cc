@@ -54,18 +54,7 @@ struct Options {
 
 Options parse_options(int argc, char** argv) {
   Options options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) throw std::invalid_argument(flag + " needs a value");
-    const std::string value = argv[++i];
-    if (flag == "--sizes") {
-      options.sizes = parse_sizes(value);
-    } else if (flag == "--reps") {
-      options.reps = std::stoi(value);
-    } else {
-      throw std::invalid_argument("unknown option " + flag);
-    }
-  }
+  parse_flags(argc, argv, &options.sizes, &options.reps);
   return options;
 }
 
@@ -74,11 +63,6 @@ std::vector<double> faster_of(const std::vector<double>& a, const std::vector<do
   std::vector<double> best;
   for (std::size_t i = 0; i < a.size(); ++i) best.push_back(std::min(a[i], b[i]));
   return best;
-}
-
-int64_t count_wrong(MPI_Comm comm, int64_t wrong) {
-  MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_INT64_T, MPI_SUM, comm);
-  return wrong;
 }
 
 int run(const Options& options, MPI_Comm comm) {
@@ -181,18 +165,18 @@ int run(const Options& options, MPI_Comm comm) {
           "hierarchical allreduce");
     };
     ring_allgather();
-    wrong += count_wrong(comm, gather_wrong());
+    wrong += sum_over_ranks(comm, gather_wrong());
     mpi_allgather();
-    wrong += count_wrong(comm, gather_wrong());
+    wrong += sum_over_ranks(comm, gather_wrong());
     allreduce();
-    wrong += count_wrong(comm, reduce_wrong());
+    wrong += sum_over_ranks(comm, reduce_wrong());
     mpi_allreduce();
-    wrong += count_wrong(comm, reduce_wrong());
+    wrong += sum_over_ranks(comm, reduce_wrong());
     if (hierarchical) {
       hier_allgather();
-      wrong += count_wrong(comm, gather_wrong());
+      wrong += sum_over_ranks(comm, gather_wrong());
       hier_allreduce();
-      wrong += count_wrong(comm, reduce_wrong());
+      wrong += sum_over_ranks(comm, reduce_wrong());
     }
 
     std::vector<double> ring_ag, mpi_ag, hier_ag, ar, mpi_ar, hier_ar;

@@ -60,20 +60,12 @@ struct Options {
 
 Options parse_options(int argc, char** argv) {
   Options options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) throw std::invalid_argument(flag + " needs a value");
-    const std::string value = argv[++i];
-    if (flag == "--sizes") {
-      options.sizes = parse_sizes(value);
-    } else if (flag == "--reps") {
-      options.reps = std::stoi(value);
-    } else if (flag == "--local-size") {
-      options.local_size = std::stoi(value);
-    } else {
-      throw std::invalid_argument("unknown option " + flag);
-    }
-  }
+  parse_flags(argc, argv, &options.sizes, &options.reps,
+              [&options](const std::string& flag, const std::string& value) {
+                if (flag != "--local-size") return false;
+                options.local_size = std::stoi(value);
+                return true;
+              });
   return options;
 }
 
@@ -84,8 +76,7 @@ int64_t wrong_elements(MPI_Comm comm, const std::vector<float>& data,
   for (std::size_t i = 0; i < data.size(); ++i) {
     wrong += data[i] != expected(static_cast<int64_t>(i)) ? 1 : 0;
   }
-  MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_INT64_T, MPI_SUM, comm);
-  return wrong;
+  return sum_over_ranks(comm, wrong);
 }
 
 int run(const Options& options, MPI_Comm comm) {

@@ -540,6 +540,14 @@ bool shutdown_herd(const Recorder& rec) {
   return true;
 }
 
+std::string from_rank_0(std::string text) {
+  int length = static_cast<int>(text.size());
+  MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  text.resize(static_cast<std::size_t>(length));
+  MPI_Bcast(text.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
+  return text;
+}
+
 void expect_throws(Recorder& rec, const std::string& case_name, const std::string& what,
                    const std::function<void()>& call) {
   try {

@@ -198,6 +198,9 @@ struct MpiWorld {
 };
 MpiWorld init_mpi(int* argc, char*** argv);
 
+// Rank 0's `text` on every rank of MPI_COMM_WORLD (collective).
+std::string from_rank_0(std::string text);
+
 // herd::init() for a program that leaves MPI to herd; on a herd::Error prints
 // "<program>: herd::init threw: ..." and returns false.
 bool init_herd(const char* program);

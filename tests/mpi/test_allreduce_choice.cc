@@ -17,23 +17,18 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
-#include <map>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "herd/herd.h"
 #include "mpi_test_util.h"
+#include "tests/mpi/timeline_activities.h"
 
 namespace {
 
 using herd::DataType;
 using herd::ReduceOp;
-using json = nlohmann::json;
 using namespace herd_test;
 
 const std::set<std::string> kAlgorithms = {"SHM_ALLREDUCE", "RING_ALLREDUCE",
@@ -50,26 +45,9 @@ float input_value(int rank, int call, int64_t i) {
 // The algorithm activities of the file, in the order they began, as
 // "tensor:ACTIVITY" (blocking calls run one at a time).
 std::vector<std::string> algorithms_run(Recorder& rec, const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
   std::vector<std::string> runs;
-  json file;
-  try {
-    file = json::parse(text.str());
-  } catch (const json::exception& e) {
-    rec.fail("timeline", path + " is not valid JSON: " + e.what());
-    return runs;
-  }
-  std::map<int, std::string> names;  // pid -> tensor
-  for (const json& event : file.at("traceEvents")) {
-    const std::string phase = event.at("ph");
-    const int pid = event.at("pid");
-    if (phase == "M" && event.at("name") == "process_name") {
-      names[pid] = event.at("args").at("name");
-    } else if (phase == "B" && kAlgorithms.count(event.at("name")) != 0) {
-      runs.push_back(names[pid] + ":" + event.at("name").get<std::string>());
-    }
+  for (const TimelineActivity& run : timeline_activities(rec, path, kAlgorithms)) {
+    runs.push_back(run.tensor + ":" + run.activity);
   }
   return runs;
 }
@@ -124,12 +102,8 @@ int main(int argc, char** argv) {
             "expected " + std::to_string(counts.size() * kSums) + " algorithm spans, got " +
                 std::to_string(runs.size()));
   // Every rank ran what rank 0 ran, call by call.
-  std::string mine = joined(runs);
-  int length = static_cast<int>(mine.size());
-  MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  std::string rank0(static_cast<std::size_t>(length), '\0');
-  if (rank == 0) rank0 = mine;
-  MPI_Bcast(rank0.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
+  const std::string mine = joined(runs);
+  const std::string rank0 = from_rank_0(mine);
   rec.check(mine == rank0, "same algorithms as rank 0",
             "rank 0 ran\n" + rank0 + "this rank ran\n" + mine);
 

@@ -34,23 +34,20 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <map>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "herd/herd.h"
 #include "mpi_test_util.h"
+#include "tests/mpi/timeline_activities.h"
 #include "tests/unit/collectives/reduction_order_reference.h"
 
 namespace {
 
 using herd::DataType;
 using herd::ReduceOp;
-using json = nlohmann::json;
 using namespace herd_test;
 
 const std::set<std::string> kAlgorithms = {
@@ -69,35 +66,7 @@ const std::vector<int64_t> kCounts = {1,     2,     3,      1000,        16383,
 constexpr int kCalls = 5;
 
 // One algorithm span of the timeline: the tensor and the activity.
-struct Run {
-  std::string tensor;
-  std::string algorithm;
-};
-
-std::vector<Run> algorithms_run(Recorder& rec, const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  std::vector<Run> runs;
-  json file;
-  try {
-    file = json::parse(text.str());
-  } catch (const json::exception& e) {
-    rec.fail("timeline", path + " is not valid JSON: " + e.what());
-    return runs;
-  }
-  std::map<int, std::string> names;  // pid -> tensor
-  for (const json& event : file.at("traceEvents")) {
-    const std::string phase = event.at("ph");
-    const int pid = event.at("pid");
-    if (phase == "M" && event.at("name") == "process_name") {
-      names[pid] = event.at("args").at("name");
-    } else if (phase == "B" && kAlgorithms.count(event.at("name")) != 0) {
-      runs.push_back({names[pid], event.at("name")});
-    }
-  }
-  return runs;
-}
+using Run = TimelineActivity;
 
 // Rank `rank`'s float input at i in call `call`: integers small enough that
 // sums over 4 ranks are exact, and averages too (multiples of the rank count
@@ -217,7 +186,7 @@ int64_t single_tensor_bytes(const std::string& tensor) {
 
 std::string joined(const std::vector<Run>& runs) {
   std::string text;
-  for (const Run& run : runs) text += run.tensor + ":" + run.algorithm + "\n";
+  for (const Run& run : runs) text += run.tensor + ":" + run.activity + "\n";
   return text;
 }
 
@@ -283,25 +252,21 @@ int main(int argc, char** argv) {
     order_sensitive(rec, count, rank, size);
   }
   herd::stop_timeline();
-  const std::vector<Run> runs = algorithms_run(rec, path);
+  const std::vector<Run> runs = timeline_activities(rec, path, kAlgorithms);
   std::remove(path.c_str());
   rec.check(!runs.empty(), "timeline", "no algorithm span in " + path);
 
   // Every rank ran what rank 0 ran, call by call.
   const std::string mine = joined(runs);
-  int length = static_cast<int>(mine.size());
-  MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  std::string rank0(static_cast<std::size_t>(length), '\0');
-  if (rank == 0) rank0 = mine;
-  MPI_Bcast(rank0.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
+  const std::string rank0 = from_rank_0(mine);
   rec.check(mine == rank0, "same algorithms as rank 0",
             "rank 0 ran\n" + rank0 + "this rank ran\n" + mine);
 
   int hierarchical_runs = 0;
   for (const Run& run : runs) {
-    const bool hierarchical = run.algorithm == kHierarchical;
+    const bool hierarchical = run.activity == kHierarchical;
     hierarchical_runs += hierarchical ? 1 : 0;
-    const std::string what = run.tensor + " ran " + run.algorithm;
+    const std::string what = run.tensor + " ran " + run.activity;
     if (mode == "on") {
       rec.check(hierarchical, "forced", what + " with HERD_HIERARCHICAL_ALLREDUCE=1");
     } else if (mode == "off" || mode == "refused") {
@@ -320,7 +285,7 @@ int main(int argc, char** argv) {
     // candidates, the hierarchical allreduce among them.
     std::vector<std::string> first;
     for (const Run& run : runs) {
-      if (single_tensor_bytes(run.tensor) == 4 && first.size() < 3) first.push_back(run.algorithm);
+      if (single_tensor_bytes(run.tensor) == 4 && first.size() < 3) first.push_back(run.activity);
     }
     const std::set<std::string> explored(first.begin(), first.end());
     const std::set<std::string> candidates = {kHierarchical, "RING_ALLREDUCE",

@@ -63,15 +63,6 @@ std::string failure_reason(Recorder& rec, const std::string& case_name,
   return "";
 }
 
-// Rank 0's `text` on every rank.
-std::string from_rank_0(std::string text) {
-  int length = static_cast<int>(text.size());
-  MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  text.resize(static_cast<std::size_t>(length));
-  MPI_Bcast(text.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
-  return text;
-}
-
 void test_stall(Recorder& rec, int rank, int size) {
   // stall/cached once on every rank: sum over r of (r + 1 + i).
   std::vector<float> cached(4);

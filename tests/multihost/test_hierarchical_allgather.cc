@@ -20,22 +20,18 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <numeric>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "herd/herd.h"
 #include "tests/mpi/mpi_test_util.h"
+#include "tests/mpi/timeline_activities.h"
 
 namespace {
 
 using herd::DataType;
-using json = nlohmann::json;
 using namespace herd_test;
 
 constexpr int64_t kRowElements = 3;
@@ -91,27 +87,10 @@ void run_case(Recorder& rec, const Case& c, int rank) {
 
 // tensor -> the allgather activity its timeline span names.
 std::map<std::string, std::string> allgathers_run(Recorder& rec, const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
   std::map<std::string, std::string> runs;
-  json file;
-  try {
-    file = json::parse(text.str());
-  } catch (const json::exception& e) {
-    rec.fail("timeline", path + " is not valid JSON: " + e.what());
-    return runs;
-  }
-  std::map<int, std::string> names;  // pid -> tensor
-  for (const json& event : file.at("traceEvents")) {
-    const std::string phase = event.at("ph");
-    const int pid = event.at("pid");
-    const std::string name = event.value("name", "");
-    if (phase == "M" && name == "process_name") {
-      names[pid] = event.at("args").at("name");
-    } else if (phase == "B" && (name == "HIERARCHICAL_ALLGATHER" || name == "RING_ALLGATHER")) {
-      runs[names[pid]] = name;
-    }
+  for (const TimelineActivity& run :
+       timeline_activities(rec, path, {"HIERARCHICAL_ALLGATHER", "RING_ALLGATHER"})) {
+    runs[run.tensor] = run.activity;
   }
   return runs;
 }

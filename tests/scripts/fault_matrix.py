@@ -67,6 +67,8 @@ import sys
 import tempfile
 import time
 
+from network_fault_job import wait_for
+
 TIMEOUT_S = 3.0  # HERD_COLLECTIVE_TIMEOUT of the cases that need it
 # Beyond the timeout: the wait notices within its backoff, a loaded machine
 # (the tests share two cores) is slow to schedule.
@@ -136,15 +138,6 @@ def ready_pid(out_dir, rank):
     with open(path) as f:
         text = f.read().strip()
     return int(text) if text else None
-
-
-def wait_for(predicate, seconds):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 def named(rank, pid):

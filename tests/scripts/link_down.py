@@ -28,7 +28,7 @@ import sys
 import time
 
 from network_fault_job import (SHUTDOWN_BOUND_S, SKIP, EmulatedHosts, NamespacesUnavailable,
-                               WorkerJob, check_failed_rank, process_ended, wait_for)
+                               WorkerJob, check_failed_rank, process_ended, verdict, wait_for)
 
 TIMEOUT_S = 3.0
 # Time to error beyond the timeout: the wait notices within its backoff, a
@@ -59,7 +59,7 @@ def main():
                         timeout_s=TIMEOUT_S)
         if not wait_for(job.all_ready, 90):
             failures.append("the ranks never had a first result:\n" + job.stop())
-            return finish(failures)
+            return verdict(failures, "link down")
         pids = job.pids()
         # Ranks are placed host by host (--map-by slot): the last host holds
         # the last RANKS_PER_HOST ranks.
@@ -106,14 +106,7 @@ def main():
             job.stop()
             job.remove()
         hosts.down()
-    return finish(failures)
-
-
-def finish(failures):
-    for failure in failures:
-        print(failure)
-    print("link down:", "FAILED" if failures else "passed")
-    return 1 if failures else 0
+    return verdict(failures, "link down")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The jobs of the network-fault tests (network_partition.py, link_down.py):
 partition_worker's ranks on emulated hosts (scripts/emulated_hosts.py), what
-they write to a directory the hosts share, and the checks of a rank that
-failed.
+they write to a directory the hosts share, the checks of a rank that
+failed and the test's verdict.
 
 mpiexec runs with --enable-recovery and orte_abort_on_non_zero_status 0, so
 that the rank that reports first, and ends with status 1, does not make
@@ -86,6 +86,8 @@ class WorkerJob:
 
 
 def wait_for(predicate, seconds):
+    """Polls `predicate` every 50 ms for up to `seconds`; whether it held
+    (fault_matrix.py waits with it too)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if predicate():
@@ -135,3 +137,11 @@ def check_failed_rank(failures, label, rank, lines, low_s, high_s, must_name, pi
         failures.append(f"{label}: rank {rank}'s herd::shutdown took "
                         f"{shutdown[0].split()[1]} s, over {SHUTDOWN_BOUND_S}")
     return seconds, message
+
+
+def verdict(failures, test):
+    """Prints each failure and `test`'s verdict; returns the exit status."""
+    for failure in failures:
+        print(failure)
+    print(f"{test}:", "FAILED" if failures else "passed")
+    return 1 if failures else 0

@@ -22,7 +22,7 @@ import subprocess
 import sys
 
 from network_fault_job import (SHUTDOWN_BOUND_S, SKIP, EmulatedHosts, NamespacesUnavailable,
-                               WorkerJob, check_failed_rank, wait_for)
+                               WorkerJob, check_failed_rank, verdict, wait_for)
 
 TIMEOUT_S = 3.0
 # Time to error beyond the timeout: the wait notices within its backoff, a
@@ -101,10 +101,7 @@ def main():
             partitioned_run(hosts, args, failures)
     finally:
         hosts.down()
-    for failure in failures:
-        print(failure)
-    print("network partition:", "FAILED" if failures else "passed")
-    return 1 if failures else 0
+    return verdict(failures, "network partition")
 
 
 if __name__ == "__main__":

@@ -8,11 +8,14 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "collectives/hierarchical_allreduce.h"
 #include "collectives/inproc/inproc_transport.h"
+#include <fmt/format.h>
+
 #include "common/status.h"
 #include "shm_heap_area.h"
 
@@ -56,6 +59,30 @@ inline std::vector<Status> run_hierarchical(
   }
   for (auto& thread : threads) thread.join();
   return statuses;
+}
+
+// run_hierarchical with one-minute timeouts for calls whose results the rank
+// threads check themselves: body records its rank's first wrong value in
+// `failure` and goes on, so that no peer waits for a rank that stopped.
+// Returns "" when every rank returned ok and recorded nothing, else the
+// lowest such rank's failure or Status.
+inline std::string run_hierarchical_checked(
+    Layout layout, std::size_t slot_bytes,
+    const std::function<Status(int rank, const HierarchicalGroup& group, std::string& failure)>&
+        body) {
+  std::vector<std::string> failures(static_cast<std::size_t>(layout.ranks()));
+  const std::vector<Status> statuses =
+      run_hierarchical(layout, slot_bytes, std::chrono::seconds(60), std::chrono::seconds(60),
+                       [&](int rank, const HierarchicalGroup& group) {
+                         return body(rank, group, failures[static_cast<std::size_t>(rank)]);
+                       });
+  for (std::size_t rank = 0; rank < statuses.size(); ++rank) {
+    if (!statuses[rank].is_ok()) {
+      return fmt::format("rank {} failed: {}", rank, statuses[rank].message());
+    }
+    if (!failures[rank].empty()) return failures[rank];
+  }
+  return "";
 }
 
 }  // namespace herd::collectives::testing

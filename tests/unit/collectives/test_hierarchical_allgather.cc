@@ -23,6 +23,7 @@ namespace {
 
 using testing::Layout;
 using testing::run_hierarchical;
+using testing::run_hierarchical_checked;
 
 // The byte rank `owner` contributes at `at` of its block in call `call`.
 uint8_t block_byte(int owner, int call, std::size_t at) {
@@ -34,11 +35,8 @@ uint8_t block_byte(int owner, int call, std::size_t at) {
 // difference.
 std::string check_allgathers(Layout layout, std::size_t slot_bytes,
                              const std::vector<std::vector<int64_t>>& calls, bool in_place) {
-  std::vector<std::string> failures(static_cast<std::size_t>(layout.ranks()));
-  const std::vector<Status> statuses = run_hierarchical(
-      layout, slot_bytes, std::chrono::seconds(60), std::chrono::seconds(60),
-      [&](int rank, const HierarchicalGroup& group) {
-        std::string& failure = failures[static_cast<std::size_t>(rank)];
+  return run_hierarchical_checked(
+      layout, slot_bytes, [&](int rank, const HierarchicalGroup& group, std::string& failure) {
         for (std::size_t c = 0; c < calls.size(); ++c) {
           const std::vector<int64_t>& bytes = calls[c];
           std::vector<std::size_t> offsets{0};
@@ -73,13 +71,6 @@ std::string check_allgathers(Layout layout, std::size_t slot_bytes,
         }
         return Status::ok();
       });
-  for (std::size_t rank = 0; rank < statuses.size(); ++rank) {
-    if (!statuses[rank].is_ok()) {
-      return fmt::format("rank {} failed: {}", rank, statuses[rank].message());
-    }
-    if (!failures[rank].empty()) return failures[rank];
-  }
-  return "";
 }
 
 TEST_CASE("hierarchical allgather: every rank's block on every rank, equal, unequal and empty",

@@ -38,6 +38,7 @@ using testing::elementwise;
 using testing::HeapArea;
 using testing::Layout;
 using testing::run_hierarchical;
+using testing::run_hierarchical_checked;
 
 const Layout kLayouts[] = {{2, 2}, {2, 4}, {3, 2}, {4, 1}, {2, 3}};
 using testing::order_sensitive_value;
@@ -52,11 +53,8 @@ std::string check_calls(Layout layout, std::size_t slot_bytes, const std::vector
                         const std::function<T(int call, int64_t i)>& expected,
                         const ops::ReduceFn& reduce, const FinishFn& finish = {},
                         const AllreduceOptions& options = {}) {
-  std::vector<std::string> failures(static_cast<std::size_t>(layout.ranks()));
-  const std::vector<Status> statuses = run_hierarchical(
-      layout, slot_bytes, std::chrono::seconds(60), std::chrono::seconds(60),
-      [&](int rank, const HierarchicalGroup& group) {
-        std::string& failure = failures[static_cast<std::size_t>(rank)];
+  return run_hierarchical_checked(
+      layout, slot_bytes, [&](int rank, const HierarchicalGroup& group, std::string& failure) {
         for (std::size_t c = 0; c < counts.size(); ++c) {
           const int call = static_cast<int>(c);
           std::vector<T> in(static_cast<std::size_t>(counts[c]));
@@ -83,13 +81,6 @@ std::string check_calls(Layout layout, std::size_t slot_bytes, const std::vector
         }
         return Status::ok();
       });
-  for (std::size_t rank = 0; rank < statuses.size(); ++rank) {
-    if (!statuses[rank].is_ok()) {
-      return fmt::format("rank {} failed: {}", rank, statuses[rank].message());
-    }
-    if (!failures[rank].empty()) return failures[rank];
-  }
-  return "";
 }
 
 // Counts of each layout's calls: none, one element, fewer than local ranks

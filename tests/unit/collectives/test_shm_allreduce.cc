@@ -38,6 +38,7 @@
 #include "collectives_test_util.h"
 #include "reduction_order_reference.h"
 #include "shm_heap_area.h"
+#include "shm_thread_ranks.h"
 
 namespace herd::collectives {
 namespace {
@@ -46,6 +47,7 @@ using testing::elementwise;
 using testing::float_sum;
 
 using testing::HeapArea;
+using testing::statuses_without_rank2;
 
 // One call of a rank: what it reduces and where.
 template <typename T>
@@ -329,19 +331,10 @@ TEST_CASE("shm allreduce reduces every element in the reduction order, whatever 
 }
 
 TEST_CASE("shm allreduce fails naming a rank that never arrives", "[shm][allreduce][errors]") {
-  HeapArea area(3, 256);
-  // Ranks 0 and 1 run; rank 2 never calls.
-  std::vector<Status> statuses(2);
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < 2; ++rank) {
-    threads.emplace_back([&, rank] {
-      ShmAllreduceGroup group(rank, area.regions(), 256, std::chrono::milliseconds(200));
-      std::vector<float> buffer(100, 1.0f);
-      statuses[static_cast<std::size_t>(rank)] =
-          group.allreduce(buffer.data(), buffer.data(), 100, sizeof(float), float_sum());
-    });
-  }
-  for (auto& thread : threads) thread.join();
+  const std::vector<Status> statuses = statuses_without_rank2([](ShmAllreduceGroup& group) {
+    std::vector<float> buffer(100, 1.0f);
+    return group.allreduce(buffer.data(), buffer.data(), 100, sizeof(float), float_sum());
+  });
   for (const Status& status : statuses) {
     REQUIRE_FALSE(status.is_ok());
     CHECK_THAT(status.message(),

@@ -14,7 +14,6 @@
 #include <cstring>
 #include <functional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -23,12 +22,13 @@
 #include "collectives/shm/shm_allreduce.h"
 #include "collectives_test_util.h"
 #include "reduction_order_reference.h"
-#include "shm_heap_area.h"
+#include "shm_thread_ranks.h"
 
 namespace herd::collectives {
 namespace {
 
-using testing::HeapArea;
+using testing::run_shm_ranks;
+using testing::statuses_without_rank2;
 
 // The byte rank `owner` holds at `at` of its block, in call `call`.
 uint8_t block_byte(int owner, int call, std::size_t at) {
@@ -51,81 +51,77 @@ struct GatherCall {
 // `allreduce_count` int32 (none when 0) on the same group, checked too.
 std::string run_allgathers(int p, std::size_t slot_bytes, const std::vector<GatherCall>& calls,
                            int64_t allreduce_count) {
-  HeapArea area(p, slot_bytes);
   std::vector<std::string> failures(static_cast<std::size_t>(p));
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < p; ++rank) {
-    threads.emplace_back([&, rank] {
-      std::string& failure = failures[static_cast<std::size_t>(rank)];
-      ShmAllreduceGroup group(rank, area.regions(), slot_bytes, std::chrono::seconds(60));
-      // A wrong byte is recorded and the calls go on, so that every rank
-      // runs them all and none waits for a peer that stopped.
-      std::string wrong;
-      for (std::size_t c = 0; c < calls.size(); ++c) {
-        const GatherCall& call = calls[c];
-        const int call_index = static_cast<int>(c);
-        std::vector<uint8_t> buffer(call.bytes);
-        const auto owner_of = [&](std::size_t at) {
-          for (int j = 0; j < p; ++j) {
-            if (at >= call.offsets[static_cast<std::size_t>(j)] &&
-                at < call.offsets[static_cast<std::size_t>(j) + 1]) {
-              return j;
+  run_shm_ranks(
+      p, p, slot_bytes, std::chrono::seconds(60), [&](int rank, ShmAllreduceGroup& group) {
+        std::string& failure = failures[static_cast<std::size_t>(rank)];
+        // A wrong byte is recorded and the calls go on, so that every rank
+        // runs them all and none waits for a peer that stopped.
+        std::string wrong;
+        for (std::size_t c = 0; c < calls.size(); ++c) {
+          const GatherCall& call = calls[c];
+          const int call_index = static_cast<int>(c);
+          std::vector<uint8_t> buffer(call.bytes);
+          const auto owner_of = [&](std::size_t at) {
+            for (int j = 0; j < p; ++j) {
+              if (at >= call.offsets[static_cast<std::size_t>(j)] &&
+                  at < call.offsets[static_cast<std::size_t>(j) + 1]) {
+                return j;
+              }
+            }
+            return -1;
+          };
+          for (std::size_t at = 0; at < call.bytes; ++at) {
+            const int owner = owner_of(at);
+            buffer[at] = owner == rank
+                             ? block_byte(owner, call_index,
+                                          at - call.offsets[static_cast<std::size_t>(owner)])
+                             : stale_byte(rank, at);
+          }
+          const Status status = group.allgather_in_place(buffer.data(), call.offsets.data());
+          if (!status.is_ok()) {
+            failure = fmt::format("rank {} call {} failed: {}", rank, c, status.message());
+            break;
+          }
+          for (std::size_t at = 0; at < call.bytes; ++at) {
+            const int owner = owner_of(at);
+            const uint8_t want =
+                owner < 0 ? stale_byte(rank, at)
+                          : block_byte(owner, call_index,
+                                       at - call.offsets[static_cast<std::size_t>(owner)]);
+            if (buffer[at] != want && wrong.empty()) {
+              wrong = fmt::format(
+                  "rank {} call {} byte {} of {} (rank {}'s block): expected {}, "
+                  "actual {}",
+                  rank, c, at, call.bytes, owner, want, buffer[at]);
+              break;
             }
           }
-          return -1;
-        };
-        for (std::size_t at = 0; at < call.bytes; ++at) {
-          const int owner = owner_of(at);
-          buffer[at] = owner == rank
-                           ? block_byte(owner, call_index,
-                                        at - call.offsets[static_cast<std::size_t>(owner)])
-                           : stale_byte(rank, at);
-        }
-        const Status status = group.allgather_in_place(buffer.data(), call.offsets.data());
-        if (!status.is_ok()) {
-          failure = fmt::format("rank {} call {} failed: {}", rank, c, status.message());
-          break;
-        }
-        for (std::size_t at = 0; at < call.bytes; ++at) {
-          const int owner = owner_of(at);
-          const uint8_t want = owner < 0
-                                   ? stale_byte(rank, at)
-                                   : block_byte(owner, call_index,
-                                                at - call.offsets[static_cast<std::size_t>(owner)]);
-          if (buffer[at] != want && wrong.empty()) {
-            wrong = fmt::format(
-                "rank {} call {} byte {} of {} (rank {}'s block): expected {}, "
-                "actual {}",
-                rank, c, at, call.bytes, owner, want, buffer[at]);
+          if (allreduce_count == 0) continue;
+          // rank + i + c summed over p ranks: p(p-1)/2 + p(i + c).
+          std::vector<int32_t> values(static_cast<std::size_t>(allreduce_count));
+          for (int64_t i = 0; i < allreduce_count; ++i) {
+            values[static_cast<std::size_t>(i)] = static_cast<int32_t>(rank + i + call_index);
+          }
+          const Status reduced = group.allreduce(values.data(), values.data(), allreduce_count,
+                                                 sizeof(int32_t), testing::int32_sum());
+          if (!reduced.is_ok()) {
+            failure = fmt::format("rank {} allreduce after call {} failed: {}", rank, c,
+                                  reduced.message());
             break;
           }
-        }
-        if (allreduce_count == 0) continue;
-        // rank + i + c summed over p ranks: p(p-1)/2 + p(i + c).
-        std::vector<int32_t> values(static_cast<std::size_t>(allreduce_count));
-        for (int64_t i = 0; i < allreduce_count; ++i) {
-          values[static_cast<std::size_t>(i)] = static_cast<int32_t>(rank + i + call_index);
-        }
-        const Status reduced = group.allreduce(values.data(), values.data(), allreduce_count,
-                                               sizeof(int32_t), testing::int32_sum());
-        if (!reduced.is_ok()) {
-          failure =
-              fmt::format("rank {} allreduce after call {} failed: {}", rank, c, reduced.message());
-          break;
-        }
-        for (int64_t i = 0; i < allreduce_count; ++i) {
-          const auto want = static_cast<int32_t>(p * (p - 1) / 2 + p * (i + call_index));
-          if (values[static_cast<std::size_t>(i)] != want && wrong.empty()) {
-            wrong = fmt::format("rank {} allreduce after call {} index {}: expected {}, actual {}",
-                                rank, c, i, want, values[static_cast<std::size_t>(i)]);
-            break;
+          for (int64_t i = 0; i < allreduce_count; ++i) {
+            const auto want = static_cast<int32_t>(p * (p - 1) / 2 + p * (i + call_index));
+            if (values[static_cast<std::size_t>(i)] != want && wrong.empty()) {
+              wrong =
+                  fmt::format("rank {} allreduce after call {} index {}: expected {}, actual {}",
+                              rank, c, i, want, values[static_cast<std::size_t>(i)]);
+              break;
+            }
           }
         }
-      }
-      if (failure.empty()) failure = wrong;
-    });
-  }
-  for (auto& thread : threads) thread.join();
+        if (failure.empty()) failure = wrong;
+      });
   for (const std::string& failure : failures) {
     if (!failure.empty()) return failure;
   }
@@ -196,19 +192,11 @@ TEST_CASE("shm allgather: an 8 MiB call in whole slots with streaming stores", "
 }
 
 TEST_CASE("shm allgather fails naming a rank that never arrives", "[shm][allgather][errors]") {
-  HeapArea area(3, 256);
-  // Ranks 0 and 1 run; rank 2 never calls.
-  std::vector<Status> statuses(2);
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < 2; ++rank) {
-    threads.emplace_back([&, rank] {
-      ShmAllreduceGroup group(rank, area.regions(), 256, std::chrono::milliseconds(200));
-      std::vector<uint8_t> buffer(3000);
-      const std::size_t offsets[] = {0, 1000, 2000, 3000};
-      statuses[static_cast<std::size_t>(rank)] = group.allgather_in_place(buffer.data(), offsets);
-    });
-  }
-  for (auto& thread : threads) thread.join();
+  const std::vector<Status> statuses = statuses_without_rank2([](ShmAllreduceGroup& group) {
+    std::vector<uint8_t> buffer(3000);
+    const std::size_t offsets[] = {0, 1000, 2000, 3000};
+    return group.allgather_in_place(buffer.data(), offsets);
+  });
   for (const Status& status : statuses) {
     REQUIRE_FALSE(status.is_ok());
     CHECK_THAT(status.message(),
@@ -235,81 +223,78 @@ std::vector<std::size_t> int32_blocks(const std::vector<std::size_t>& sizes, std
 std::string run_reduce_scatters(int p, std::size_t slot_bytes,
                                 const std::vector<std::vector<std::size_t>>& layouts, int64_t count,
                                 bool in_place) {
-  HeapArea area(p, slot_bytes);
   std::vector<std::string> failures(static_cast<std::size_t>(p));
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < p; ++rank) {
-    threads.emplace_back([&, rank] {
-      std::string& failure = failures[static_cast<std::size_t>(rank)];
-      ShmAllreduceGroup group(rank, area.regions(), slot_bytes, std::chrono::seconds(60));
-      // A wrong value is recorded and the calls go on, so that every rank
-      // runs them all and none waits for a peer that stopped.
-      std::string wrong;
-      const auto expect = [&](const std::vector<int32_t>& data, const std::string& what,
-                              const std::function<int32_t(int64_t i)>& want) {
-        for (std::size_t i = 0; i < data.size() && wrong.empty(); ++i) {
-          if (data[i] != want(static_cast<int64_t>(i))) {
-            wrong = fmt::format("rank {} {} index {} of {}: expected {}, actual {}", rank, what, i,
-                                data.size(), want(static_cast<int64_t>(i)), data[i]);
+  run_shm_ranks(
+      p, p, slot_bytes, std::chrono::seconds(60), [&](int rank, ShmAllreduceGroup& group) {
+        std::string& failure = failures[static_cast<std::size_t>(rank)];
+        // A wrong value is recorded and the calls go on, so that every rank
+        // runs them all and none waits for a peer that stopped.
+        std::string wrong;
+        const auto expect = [&](const std::vector<int32_t>& data, const std::string& what,
+                                const std::function<int32_t(int64_t i)>& want) {
+          for (std::size_t i = 0; i < data.size() && wrong.empty(); ++i) {
+            if (data[i] != want(static_cast<int64_t>(i))) {
+              wrong = fmt::format("rank {} {} index {} of {}: expected {}, actual {}", rank, what,
+                                  i, data.size(), want(static_cast<int64_t>(i)), data[i]);
+            }
           }
-        }
-      };
-      for (std::size_t c = 0; c < layouts.size(); ++c) {
-        const std::vector<std::size_t>& offsets = layouts[c];
-        const auto call = static_cast<int64_t>(c);
-        const auto value = [&](int64_t i) {
-          return static_cast<int32_t>(rank + 1 + (i + call) % 7);
         };
-        const auto sum = [&](int64_t i) {
-          return static_cast<int32_t>(p * (p + 1) / 2 + p * ((i + call) % 7));
-        };
-        const auto before = [&](int64_t i) {
-          return in_place ? value(i) : static_cast<int32_t>(-1 - rank);
-        };
-        std::vector<int32_t> input(static_cast<std::size_t>(count));
-        for (int64_t i = 0; i < count; ++i) input[static_cast<std::size_t>(i)] = value(i);
-        std::vector<int32_t> output(input.size());
-        for (int64_t i = 0; i < count; ++i) output[static_cast<std::size_t>(i)] = before(i);
-        const int64_t own_begin =
-            static_cast<int64_t>(offsets[static_cast<std::size_t>(rank)] / sizeof(int32_t));
-        const int64_t own_end =
-            static_cast<int64_t>(offsets[static_cast<std::size_t>(rank) + 1] / sizeof(int32_t));
-        Status status = group.reduce_scatter(in_place ? output.data() : input.data(), output.data(),
-                                             sizeof(int32_t), testing::int32_sum(), offsets.data());
-        if (!status.is_ok()) {
-          failure = fmt::format("rank {} reduce-scatter {} failed: {}", rank, c, status.message());
-          return;
+        for (std::size_t c = 0; c < layouts.size(); ++c) {
+          const std::vector<std::size_t>& offsets = layouts[c];
+          const auto call = static_cast<int64_t>(c);
+          const auto value = [&](int64_t i) {
+            return static_cast<int32_t>(rank + 1 + (i + call) % 7);
+          };
+          const auto sum = [&](int64_t i) {
+            return static_cast<int32_t>(p * (p + 1) / 2 + p * ((i + call) % 7));
+          };
+          const auto before = [&](int64_t i) {
+            return in_place ? value(i) : static_cast<int32_t>(-1 - rank);
+          };
+          std::vector<int32_t> input(static_cast<std::size_t>(count));
+          for (int64_t i = 0; i < count; ++i) input[static_cast<std::size_t>(i)] = value(i);
+          std::vector<int32_t> output(input.size());
+          for (int64_t i = 0; i < count; ++i) output[static_cast<std::size_t>(i)] = before(i);
+          const int64_t own_begin =
+              static_cast<int64_t>(offsets[static_cast<std::size_t>(rank)] / sizeof(int32_t));
+          const int64_t own_end =
+              static_cast<int64_t>(offsets[static_cast<std::size_t>(rank) + 1] / sizeof(int32_t));
+          Status status =
+              group.reduce_scatter(in_place ? output.data() : input.data(), output.data(),
+                                   sizeof(int32_t), testing::int32_sum(), offsets.data());
+          if (!status.is_ok()) {
+            failure =
+                fmt::format("rank {} reduce-scatter {} failed: {}", rank, c, status.message());
+            return;
+          }
+          expect(output, fmt::format("reduce-scatter {}", c),
+                 [&](int64_t i) { return i >= own_begin && i < own_end ? sum(i) : before(i); });
+          // Out of place, the input is only read (in place it is `output`).
+          expect(input, fmt::format("reduce-scatter {}'s input", c), value);
+          // The blocks cover [offsets[0], offsets[p]); the rest was never
+          // reduced anywhere, so fill it in by hand before the allgather.
+          for (int64_t i = 0; i < count; ++i) {
+            const auto at = static_cast<std::size_t>(i) * sizeof(int32_t);
+            if (at < offsets.front() || at >= offsets.back())
+              output[static_cast<std::size_t>(i)] = sum(i);
+          }
+          status = group.allgather_in_place(output.data(), offsets.data());
+          if (!status.is_ok()) {
+            failure = fmt::format("rank {} allgather {} failed: {}", rank, c, status.message());
+            return;
+          }
+          expect(output, fmt::format("allgather after reduce-scatter {}", c), sum);
+          for (int64_t i = 0; i < count; ++i) input[static_cast<std::size_t>(i)] = value(i);
+          status = group.allreduce(input.data(), output.data(), count, sizeof(int32_t),
+                                   testing::int32_sum());
+          if (!status.is_ok()) {
+            failure = fmt::format("rank {} allreduce {} failed: {}", rank, c, status.message());
+            return;
+          }
+          expect(output, fmt::format("allreduce after reduce-scatter {}", c), sum);
         }
-        expect(output, fmt::format("reduce-scatter {}", c),
-               [&](int64_t i) { return i >= own_begin && i < own_end ? sum(i) : before(i); });
-        // Out of place, the input is only read (in place it is `output`).
-        expect(input, fmt::format("reduce-scatter {}'s input", c), value);
-        // The blocks cover [offsets[0], offsets[p]); the rest was never
-        // reduced anywhere, so fill it in by hand before the allgather.
-        for (int64_t i = 0; i < count; ++i) {
-          const auto at = static_cast<std::size_t>(i) * sizeof(int32_t);
-          if (at < offsets.front() || at >= offsets.back())
-            output[static_cast<std::size_t>(i)] = sum(i);
-        }
-        status = group.allgather_in_place(output.data(), offsets.data());
-        if (!status.is_ok()) {
-          failure = fmt::format("rank {} allgather {} failed: {}", rank, c, status.message());
-          return;
-        }
-        expect(output, fmt::format("allgather after reduce-scatter {}", c), sum);
-        for (int64_t i = 0; i < count; ++i) input[static_cast<std::size_t>(i)] = value(i);
-        status = group.allreduce(input.data(), output.data(), count, sizeof(int32_t),
-                                 testing::int32_sum());
-        if (!status.is_ok()) {
-          failure = fmt::format("rank {} allreduce {} failed: {}", rank, c, status.message());
-          return;
-        }
-        expect(output, fmt::format("allreduce after reduce-scatter {}", c), sum);
-      }
-      failure = wrong;
-    });
-  }
-  for (auto& thread : threads) thread.join();
+        failure = wrong;
+      });
   for (const std::string& failure : failures) {
     if (!failure.empty()) return failure;
   }
@@ -375,7 +360,6 @@ TEST_CASE("shm reduce-scatter folds each element in the reduction order",
   // block cut where hierarchical_shard cuts it, slots of 3 lines.
   constexpr int64_t kCount = 5003;
   for (int p = 2; p <= 6; ++p) {
-    HeapArea area(p, 192);
     std::vector<std::vector<float>> outputs(static_cast<std::size_t>(p));
     std::vector<Status> statuses(static_cast<std::size_t>(p));
     std::vector<std::size_t> offsets;
@@ -384,17 +368,12 @@ TEST_CASE("shm reduce-scatter folds each element in the reduction order",
           static_cast<std::size_t>(kCount / p * j + std::min<int64_t>(j, kCount % p)) *
           sizeof(float));
     }
-    std::vector<std::thread> threads;
-    for (int rank = 0; rank < p; ++rank) {
-      threads.emplace_back([&, rank] {
-        ShmAllreduceGroup group(rank, area.regions(), 192, std::chrono::seconds(60));
-        std::vector<float>& out = outputs[static_cast<std::size_t>(rank)];
-        for (int64_t i = 0; i < kCount; ++i) out.push_back(testing::order_sensitive_value(rank, i));
-        statuses[static_cast<std::size_t>(rank)] = group.reduce_scatter(
-            out.data(), out.data(), sizeof(float), testing::float_sum(), offsets.data());
-      });
-    }
-    for (auto& thread : threads) thread.join();
+    run_shm_ranks(p, p, 192, std::chrono::seconds(60), [&](int rank, ShmAllreduceGroup& group) {
+      std::vector<float>& out = outputs[static_cast<std::size_t>(rank)];
+      for (int64_t i = 0; i < kCount; ++i) out.push_back(testing::order_sensitive_value(rank, i));
+      statuses[static_cast<std::size_t>(rank)] = group.reduce_scatter(
+          out.data(), out.data(), sizeof(float), testing::float_sum(), offsets.data());
+    });
     for (int rank = 0; rank < p; ++rank) {
       INFO("p " << p << ", rank " << rank);
       REQUIRE(statuses[static_cast<std::size_t>(rank)].is_ok());
@@ -413,20 +392,12 @@ TEST_CASE("shm reduce-scatter folds each element in the reduction order",
 
 TEST_CASE("shm reduce-scatter fails naming a rank that never arrives",
           "[shm][reduce_scatter][errors]") {
-  HeapArea area(3, 256);
-  // Ranks 0 and 1 run; rank 2 never calls.
-  std::vector<Status> statuses(2);
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < 2; ++rank) {
-    threads.emplace_back([&, rank] {
-      ShmAllreduceGroup group(rank, area.regions(), 256, std::chrono::milliseconds(200));
-      std::vector<float> buffer(300, 1.0f);
-      const std::size_t offsets[] = {0, 400, 800, 1200};
-      statuses[static_cast<std::size_t>(rank)] = group.reduce_scatter(
-          buffer.data(), buffer.data(), sizeof(float), testing::float_sum(), offsets);
-    });
-  }
-  for (auto& thread : threads) thread.join();
+  const std::vector<Status> statuses = statuses_without_rank2([](ShmAllreduceGroup& group) {
+    std::vector<float> buffer(300, 1.0f);
+    const std::size_t offsets[] = {0, 400, 800, 1200};
+    return group.reduce_scatter(buffer.data(), buffer.data(), sizeof(float), testing::float_sum(),
+                                offsets);
+  });
   for (const Status& status : statuses) {
     REQUIRE_FALSE(status.is_ok());
     // 256-byte chunks cut into 3 pieces of 64 bytes: 400-byte blocks take 7.

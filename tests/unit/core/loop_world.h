@@ -37,6 +37,7 @@
 #include "src/inproc_control_channel.h"
 #include "src/message.h"
 #include "src/tensor_queue.h"
+#include "tests/unit/core/forwarding_transport.h"
 
 namespace herd::detail::testing {
 
@@ -60,25 +61,17 @@ inline Config quick_config() {
 }
 
 // A Transport that counts the sends of the one it wraps.
-class CountingTransport final : public collectives::Transport {
+class CountingTransport final : public ForwardingTransport {
  public:
-  explicit CountingTransport(std::unique_ptr<collectives::Transport> inner)
-      : inner_(std::move(inner)) {}
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
+  using ForwardingTransport::ForwardingTransport;
   std::unique_ptr<collectives::PendingTransfer> isend(const void* data, std::size_t bytes, int peer,
                                                       int tag) override {
     sends_.fetch_add(1);
-    return inner_->isend(data, bytes, peer, tag);
-  }
-  std::unique_ptr<collectives::PendingTransfer> irecv(void* data, std::size_t bytes, int peer,
-                                                      int tag) override {
-    return inner_->irecv(data, bytes, peer, tag);
+    return ForwardingTransport::isend(data, bytes, peer, tag);
   }
   int64_t sends() const { return sends_.load(); }
 
  private:
-  std::unique_ptr<collectives::Transport> inner_;
   std::atomic<int64_t> sends_{0};
 };
 

@@ -12,9 +12,14 @@
 
 #include "collectives/inproc/inproc_transport.h"
 #include "src/fusion_executor.h"
+#include "tests/unit/core/float32_entries.h"
+#include "tests/unit/core/forwarding_transport.h"
 
 namespace herd::detail {
 namespace {
+
+using testing::float32_entry;
+using testing::float32_response;
 
 // A transfer that fails at wait().
 class FailedTransfer : public collectives::PendingTransfer {
@@ -24,46 +29,21 @@ class FailedTransfer : public collectives::PendingTransfer {
 
 // Sends of `fail_bytes` bytes fail while armed (from the start); the rest
 // pass through.
-class FailingTransport : public collectives::Transport {
+class FailingTransport : public testing::ForwardingTransport {
  public:
   FailingTransport(std::unique_ptr<collectives::Transport> inner, std::size_t fail_bytes)
-      : inner_(std::move(inner)), fail_bytes_(fail_bytes) {}
+      : ForwardingTransport(std::move(inner)), fail_bytes_(fail_bytes) {}
   void arm(bool armed) { armed_ = armed; }
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
   std::unique_ptr<collectives::PendingTransfer> isend(const void* data, std::size_t bytes, int peer,
                                                       int tag) override {
     if (armed_ && bytes == fail_bytes_) return std::make_unique<FailedTransfer>();
-    return inner_->isend(data, bytes, peer, tag);
-  }
-  std::unique_ptr<collectives::PendingTransfer> irecv(void* data, std::size_t bytes, int peer,
-                                                      int tag) override {
-    return inner_->irecv(data, bytes, peer, tag);
+    return ForwardingTransport::isend(data, bytes, peer, tag);
   }
 
  private:
-  std::unique_ptr<collectives::Transport> inner_;
   std::size_t fail_bytes_;
   bool armed_ = true;
 };
-
-Response sum_spec(int64_t count) {
-  Response spec;
-  spec.dtype = DataType::kFloat32;
-  spec.op = ReduceOp::kSum;
-  spec.shape = {count};
-  return spec;
-}
-
-TensorEntry entry_of(std::vector<float>& input, std::vector<float>& output) {
-  TensorEntry entry;
-  const auto count = static_cast<int64_t>(input.size());
-  entry.request.dtype = DataType::kFloat32;
-  entry.request.shape = {count};
-  entry.input = TensorView{input.data(), DataType::kFloat32, {count}};
-  entry.output = TensorView{output.data(), DataType::kFloat32, {count}};
-  return entry;
-}
 
 // Runs body(rank, transport) for `size` ranks over one fabric, each on its
 // own thread.
@@ -102,8 +82,8 @@ TEST_CASE("fusion executor: exact sums while the measured choice explores and se
         for (int64_t i = 0; i < count; ++i)
           input[i] = static_cast<float>(rank * 100 + call + i % 9);
         std::vector<float> output(input.size(), -1.0f);
-        TensorEntry entry = entry_of(input, output);
-        const Status status = executor.allreduce(sum_spec(count), {&entry});
+        TensorEntry entry = float32_entry(input, output);
+        const Status status = executor.allreduce(float32_response(ReduceOp::kSum, count), {&entry});
         if (!status.is_ok()) {
           failures[rank].push_back(status.message());
           return;
@@ -143,14 +123,15 @@ TEST_CASE("fusion executor: a failed agreement on the timings fails the call on 
               auto* failing = dynamic_cast<FailingTransport*>(&transport);
               if (failing != nullptr) failing->arm(false);
               std::vector<float> input(1024, 1.0f), output(1024);
-              TensorEntry entry = entry_of(input, output);
-              const Status first = executor.allreduce(sum_spec(1024), {&entry});
+              TensorEntry entry = float32_entry(input, output);
+              const Status first =
+                  executor.allreduce(float32_response(ReduceOp::kSum, 1024), {&entry});
               if (!first.is_ok()) {
                 second[rank] = Status::error("the first call failed: " + first.message());
                 return;
               }
               if (failing != nullptr) failing->arm(true);
-              second[rank] = executor.allreduce(sum_spec(1024), {&entry});
+              second[rank] = executor.allreduce(float32_response(ReduceOp::kSum, 1024), {&entry});
               sums[rank] = output[1023];
             });
   const std::string context = "agreeing on the allreduce algorithm for 4096 bytes: ";
@@ -172,8 +153,8 @@ TEST_CASE("fusion executor: a failed warm-up fails the first call on every rank"
             [&](int rank, collectives::Transport& transport) {
               FusionExecutor executor(transport, collectives::AllreduceOptions{});
               std::vector<float> input(1024, 1.0f), output(1024);
-              TensorEntry entry = entry_of(input, output);
-              first[rank] = executor.allreduce(sum_spec(1024), {&entry});
+              TensorEntry entry = float32_entry(input, output);
+              first[rank] = executor.allreduce(float32_response(ReduceOp::kSum, 1024), {&entry});
             });
   const std::string context =
       "warming up the allreduce algorithms (RECURSIVE_DOUBLING_ALLREDUCE): ";

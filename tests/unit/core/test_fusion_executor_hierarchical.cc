@@ -20,33 +20,31 @@
 #include "collectives/inproc/inproc_transport.h"
 #include "src/fusion_executor.h"
 #include "tests/unit/collectives/shm_heap_area.h"
+#include "tests/unit/core/float32_entries.h"
+#include "tests/unit/core/forwarding_transport.h"
 
 namespace herd::detail {
 namespace {
+
+using testing::float32_entry;
+using testing::float32_response;
 
 constexpr int kHosts = 2;
 constexpr int kLocalSize = 2;
 constexpr int kRanks = kHosts * kLocalSize;
 
 // Counts the bytes sent through `inner`.
-class CountingTransport : public collectives::Transport {
+class CountingTransport : public testing::ForwardingTransport {
  public:
   CountingTransport(std::unique_ptr<collectives::Transport> inner, std::atomic<int64_t>& sent)
-      : inner_(std::move(inner)), sent_(sent) {}
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
+      : ForwardingTransport(std::move(inner)), sent_(sent) {}
   std::unique_ptr<collectives::PendingTransfer> isend(const void* data, std::size_t bytes, int peer,
                                                       int tag) override {
     sent_ += static_cast<int64_t>(bytes);
-    return inner_->isend(data, bytes, peer, tag);
-  }
-  std::unique_ptr<collectives::PendingTransfer> irecv(void* data, std::size_t bytes, int peer,
-                                                      int tag) override {
-    return inner_->irecv(data, bytes, peer, tag);
+    return ForwardingTransport::isend(data, bytes, peer, tag);
   }
 
  private:
-  std::unique_ptr<collectives::Transport> inner_;
   std::atomic<int64_t>& sent_;
 };
 
@@ -95,24 +93,6 @@ void run_set(bool forced, AllreduceAlgorithmSetting algorithm, Traffic& traffic,
   for (std::thread& thread : threads) thread.join();
 }
 
-Response spec_of(ReduceOp op, int64_t count) {
-  Response spec;
-  spec.dtype = DataType::kFloat32;
-  spec.op = op;
-  spec.shape = {count};
-  return spec;
-}
-
-TensorEntry entry_of(std::vector<float>& input, std::vector<float>& output) {
-  TensorEntry entry;
-  const auto count = static_cast<int64_t>(input.size());
-  entry.request.dtype = DataType::kFloat32;
-  entry.request.shape = {count};
-  entry.input = TensorView{input.data(), DataType::kFloat32, {count}};
-  entry.output = TensorView{output.data(), DataType::kFloat32, {count}};
-  return entry;
-}
-
 // Rank r's input at i of call c: a multiple of the rank count plus 2r, so
 // that sums over kRanks ranks and their averages are exact integers.
 float input_value(int rank, int call, int64_t i) {
@@ -133,12 +113,12 @@ std::string reduce_and_check(FusionExecutor& executor, int rank, int call, Reduc
   for (std::size_t t = 0; t < counts.size(); ++t) {
     for (int64_t i = 0; i < counts[t]; ++i) inputs[t].push_back(input_value(rank, call, i));
     outputs[t].assign(inputs[t].size(), -1.0f);
-    entries.push_back(entry_of(inputs[t], outputs[t]));
+    entries.push_back(float32_entry(inputs[t], outputs[t]));
     total += counts[t];
   }
   std::vector<TensorEntry*> group;
   for (TensorEntry& entry : entries) group.push_back(&entry);
-  const Status status = executor.allreduce(spec_of(op, total), group);
+  const Status status = executor.allreduce(float32_response(op, total), group);
   if (!status.is_ok()) return status.message();
   for (std::size_t t = 0; t < counts.size(); ++t) {
     for (int64_t i = 0; i < counts[t]; ++i) {
