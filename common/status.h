@@ -39,6 +39,10 @@ class [[nodiscard]] Status {
   Status with_context(const std::string& context) const {
     return is_ok() ? *this : Status(context + message_, kind_);
   }
+  // Appends a note to the message, e.g. "; not heard from ...", keeping the kind.
+  Status with_note(const std::string& note) const {
+    return is_ok() || note.empty() ? *this : Status(message_ + note, kind_);
+  }
 
  private:
   explicit Status(std::string message, ErrorKind kind = ErrorKind::kFailed)

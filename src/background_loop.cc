@@ -756,8 +756,8 @@ void BackgroundLoop::complete(TensorEntry& entry, const Status& status) {
   queue_.finish(entry.request.name);
   // After a fault, a failure also names the ranks this one no longer hears
   // from: each rank's own wait names only the peer it waited for.
-  entry.handle->complete(
-      status.is_ok() ? status : Status::error(status.message() + collectives::silent_ranks_note()));
+  entry.handle->complete(status.is_ok() ? status
+                                        : status.with_note(collectives::silent_ranks_note()));
   entry.handle.reset();
 }
 

@@ -13,6 +13,7 @@
 #include "common/logging.h"
 #include "herd/error.h"
 #include "src/blocking_call.h"
+#include "src/collective_executor.h"
 #include "src/handle_state.h"
 #include "src/mpi_control_channel.h"
 #include "src/runtime.h"
@@ -139,20 +140,17 @@ HierarchicalPath ProcessSetState::make_hierarchical_path(const Config& config,
   // until the shared memory is made.
   if (!layout.spans_hosts() || (layout.uniform && layout.local_size == 1)) return {};
   if (!layout.uniform || !layout.contiguous) {
-    if (forced && set_rank_ == 0) {
+    // Rank 0 warns once for each setting that asked for the path by name.
+    const auto warn_flat = [&](bool asked, const char* setting, const char* collective) {
+      if (!asked || set_rank_ != 0) return;
       HERD_LOG(kWarning,
-               "process set {}: HERD_HIERARCHICAL_ALLREDUCE=1, but its allreduces run flat: the "
-               "hierarchical allreduce needs the same number of the set's ranks on every host, "
-               "each host's ranks consecutive in the set ({})",
-               id_, describe_layout(layout));
-    }
-    if (allgather_forced && set_rank_ == 0) {
-      HERD_LOG(kWarning,
-               "process set {}: HERD_HIERARCHICAL_ALLGATHER=1, but its allgathers run flat: the "
-               "hierarchical allgather needs the same number of the set's ranks on every host, "
-               "each host's ranks consecutive in the set ({})",
-               id_, describe_layout(layout));
-    }
+               "process set {}: {}=1, but its {}s run flat: the hierarchical {} needs the same "
+               "number of the set's ranks on every host, each host's ranks consecutive in the set "
+               "({})",
+               id_, setting, collective, collective, describe_layout(layout));
+    };
+    warn_flat(forced, "HERD_HIERARCHICAL_ALLREDUCE", "allreduce");
+    warn_flat(allgather_forced, "HERD_HIERARCHICAL_ALLGATHER", "allgather");
     return {};
   }
   const bool allreduce =
@@ -181,14 +179,16 @@ HierarchicalPath ProcessSetState::make_hierarchical_path(const Config& config,
       cross_comm_, collectives::kMaxMpiMessageBytes,
       collectives::agree_eager_piece_bytes(cross_comm_, config.eager_piece_bytes));
   cross_transport_->set_collective_timeout(collective_timeout(config));
-  HERD_LOG(
-      kDebug,
-      "process set {}: hierarchical collectives over {} hosts of {} ranks (allreduce: {}; "
-      "allgather: {}), {}",
-      id_, layout.hosts, layout.local_size,
-      !allreduce ? "none" : (forced ? "every allreduce" : "a candidate"),
-      !allgather_wanted ? "none" : (allgather_forced ? "every allgather" : "from 8 MiB of output"),
-      describe_layout(layout));
+  HERD_LOG(kDebug,
+           "process set {}: hierarchical collectives over {} hosts of {} ranks (allreduce: {}; "
+           "allgather: {}), {}",
+           id_, layout.hosts, layout.local_size,
+           !allreduce ? "none" : (forced ? "every allreduce" : "a candidate"),
+           !allgather_wanted ? std::string("none")
+           : allgather_forced
+               ? std::string("every allgather")
+               : fmt::format("from {} bytes of output", kHierarchicalAllgatherMinBytes),
+           describe_layout(layout));
   HierarchicalPath path;
   path.group = {&host_shm_->group(), cross_transport_.get()};
   path.allreduce = allreduce;
