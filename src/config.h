@@ -9,7 +9,7 @@
 // once MPI runs the ranks exchange its result, so a bad value on any rank
 // fails init on every rank with a message naming the rank, the variable and
 // the value. Each setting is declared once
-// in a table (config.cc) with its variable, default and documentation, which
+// in a table (config_settings.cc) with its variable, default and documentation, which
 // docs/configuration.md mirrors.
 #pragma once
 

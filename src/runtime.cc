@@ -39,7 +39,7 @@ const char* thread_level_name(int level) {
 
 // Settings that decide message layouts or algorithms must be equal on every
 // rank, or the ranks would disagree on the agreement vector's length, on
-// fusion groups or on the algorithm, and hang; the settings table (config.cc)
+// fusion groups or on the algorithm, and hang; the settings table (config_settings.cc)
 // marks them. Every rank sees the same gathered values, so every rank throws
 // the same error.
 void check_settings_agree(const Config& config, int size) {

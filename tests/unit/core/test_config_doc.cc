@@ -1,4 +1,4 @@
-// docs/configuration.md against the settings table (src/config.cc): every
+// docs/configuration.md against the settings table (src/config_settings.cc): every
 // HERD_* variable the page names is a setting, every setting has a row in the
 // page's table with the table's default, in the table's order, and the page's
 // list of the settings herd::init compares across ranks is the table's; its
@@ -288,7 +288,7 @@ TEST_CASE("configuration.md: the table of Horovod's variables agrees with the co
   for (const std::string& problem : horovod_table_mismatches(doc, aliases, warned)) {
     all += "\n  " + problem;
   }
-  INFO("docs/configuration.md disagrees with src/config.cc:" << all);
+  INFO("docs/configuration.md disagrees with src/config_settings.cc:" << all);
   CHECK(all.empty());
 
   SECTION("tampered copies are rejected") {
@@ -329,7 +329,7 @@ TEST_CASE("configuration.md: agrees with the settings table", "[config][docs]") 
   const std::vector<std::string> problems = doc_mismatches(doc, table);
   std::string all;
   for (const std::string& problem : problems) all += "\n  " + problem;
-  INFO("docs/configuration.md disagrees with src/config.cc:" << all);
+  INFO("docs/configuration.md disagrees with src/config_settings.cc:" << all);
   CHECK(problems.empty());
 }
 
