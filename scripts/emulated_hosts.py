@@ -16,8 +16,8 @@ mpiexec's status, 124 on the time limit (the job is killed), 128+N when
 ended by signal N (SIGTERM, SIGINT, SIGHUP), and 77 (ctest's skip) with the
 reason on stdout where namespaces cannot be made (not root, no `ip`, a
 kernel or container that refuses them). `up` and `down` make and remove the
-hosts for a session of one's own, and `flags` prints the mpiexec flags that
-reach them, one a line (`mpiexec $(scripts/emulated_hosts.py flags) ...`).
+hosts to keep across several jobs of one's own, and `flags` prints the
+mpiexec flags that reach them, one a line (`mpiexec $(scripts/emulated_hosts.py flags) ...`).
 Every HERD_* and HOROVOD_* variable of the caller's environment is forwarded
 to the ranks.
 
@@ -31,7 +31,7 @@ link to a bridge in the caller's namespace, which holds SUBNET.1 and runs
 mpiexec. Open MPI starts its daemon on each host through
 scripts/emulated_hosts_agent, its launch agent (plm_rsh_agent), which runs
 the daemon inside the namespace that owns the host's address, with a TMPDIR
-of the host's own, $TMPDIR/herd-NAME-h<i> (Open MPI's session directories;
+of the host's own, $TMPDIR/herd-NAME-h<i> (Open MPI's per-job directories;
 removed with the host), under the namespace's name as its host name. The
 hosts share the machine's CPUs, memory and file systems; only the network
 stack and the host name are theirs, so shared memory between ranks
@@ -282,7 +282,8 @@ class EmulatedHosts:
 
     def watch(self, pid):
         """Has the guard also kill process group `pid` (a job's mpiexec, run
-        in a session of its own, outside the hosts) should this process die."""
+        in a process group of its own through setsid, outside the hosts)
+        should this process die."""
         self._tell_guard(f"job {pid}")
 
     def _start_guard(self):
