@@ -247,6 +247,9 @@ int run_step(int rank, int size) {
       gradients.emplace_back(static_cast<std::size_t>(parameter.num_elements()), 1.0f);
     }
     herd::start_timeline(pattern);
+    // start_timeline is not collective: without this barrier rank 1's first
+    // requests can reach rank 0 before its timeline is on, and go unmarked.
+    MPI_Barrier(MPI_COMM_WORLD);
     for (int step = 0; step < kSteps; ++step) {
       std::vector<herd::Handle> handles;
       for (std::size_t i = parameters.size(); i-- > 0;) {
