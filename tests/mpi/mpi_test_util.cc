@@ -104,13 +104,6 @@ void CaseCheck::done() {
 
 // --- names ------------------------------------------------------------------
 
-uint64_t mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 std::string dtype_name(DataType dtype) {
   switch (dtype) {
     case DataType::kUInt8: return "uint8";
