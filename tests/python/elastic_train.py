@@ -2,8 +2,10 @@
 
 A small MLP on a fixed synthetic data set, SGD with momentum through
 DistributedOptimizer, an ElasticSampler and a TorchState committed every
---commit-every steps. On a job's first launch (HERD_RESTART_COUNT unset or 0),
---kill-rank ends itself with SIGKILL right after step --kill-at-step. Rank 0 prints
+--commit-every steps. On launch L of a job (HERD_RESTART_COUNT, 0 when unset),
+--kill-rank ends itself with SIGKILL right after the step that entry L of
+--kill-at-steps names (a comma-separated list; launches past its end are not
+killed). Rank 0 prints
 "start: launch L step S epoch E" when training starts and "params: <sha256>" (of every
 parameter's bytes, in order) at the end; every rank checks that it ends with rank 0's
 parameters.
@@ -27,7 +29,8 @@ def parse():
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--commit-every", type=int, default=4)
     parser.add_argument("--kill-rank", type=int, default=-1)
-    parser.add_argument("--kill-at-step", type=int, default=0)
+    parser.add_argument("--kill-at-steps", type=lambda text: [int(step) for step in text.split(",")],
+                        default=[])
     return parser.parse_args()
 
 
@@ -42,6 +45,7 @@ def main():
     args = parse()
     hvd.init()
     launch = int(os.environ.get("HERD_RESTART_COUNT") or 0)
+    kill_at_step = args.kill_at_steps[launch] if launch < len(args.kill_at_steps) else -1
 
     data = torch.Generator().manual_seed(3)
     inputs = torch.randn(SAMPLES, FEATURES, generator=data)
@@ -73,8 +77,7 @@ def main():
                 state.steps += 1
                 if state.steps % args.commit_every == 0:
                     state.commit()
-                if launch == 0 and hvd.rank() == args.kill_rank and \
-                        state.steps == args.kill_at_step:
+                if hvd.rank() == args.kill_rank and state.steps == kill_at_step:
                     print(f"rank {hvd.rank()}: SIGKILL after step {state.steps}", file=sys.stderr,
                           flush=True)
                     os.kill(os.getpid(), signal.SIGKILL)
