@@ -9,7 +9,6 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <string>
@@ -93,8 +92,8 @@ double test_accuracy(Mlp& mlp, const Dataset& test, const std::vector<int64_t>& 
     const std::size_t n = std::min<std::size_t>(chunk, indices.size() - start);
     inputs.resize(n * test.features());
     for (std::size_t j = 0; j < n; ++j) {
-      std::memcpy(inputs.data() + j * test.features(), test.image(indices[start + j]),
-                  test.features() * sizeof(float));
+      pixels_to_inputs(test.image(indices[start + j]), test.features(),
+                       inputs.data() + j * test.features());
     }
     mlp.predict(inputs.data(), static_cast<int64_t>(n));
     const std::vector<int> predicted = mlp.predictions();
