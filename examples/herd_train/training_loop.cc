@@ -107,6 +107,14 @@ double test_accuracy(Mlp& mlp, const Dataset& test, const std::vector<int64_t>& 
   return totals[1] > 0 ? totals[0] / totals[1] : 0.0;
 }
 
+// Drops every sample of `data` after its first `count` (--max-test-samples).
+void keep_first_samples(Dataset& data, int64_t count) {
+  if (data.count <= count) return;
+  data.count = count;
+  data.pixels.resize(static_cast<std::size_t>(count * data.features()));
+  data.labels.resize(static_cast<std::size_t>(count));
+}
+
 // The launch of this job: 0 for the first, k for the k-th relaunch after a
 // failure (HERD_RESTART_COUNT, set by herdrun --max-restarts).
 int restart_count() {
@@ -303,6 +311,7 @@ int run_training(const TrainOptions& o) {
   }
   const Dataset train = rec_train ? Dataset{} : load_fashion_mnist(dir, Split::kTrain);
   Dataset test = has_test && o.val_data.empty() ? load_fashion_mnist(dir, Split::kTest) : Dataset{};
+  if (o.max_test_samples > 0) keep_first_samples(test, o.max_test_samples);
 
   DataSource train_source, test_source;
   open_rec_sources(o, train.features(), &train_source, &test_source, &test);
