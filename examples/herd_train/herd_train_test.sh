@@ -99,6 +99,11 @@ read -r -a mpirun <<<"$3"
 ranks="${4:-2}"
 work="$(mktemp -d)"
 few_tests=(--max-test-samples 500)
+# When a rank fails (bad options, a kill, a bad record), Open MPI's mpirun
+# ends the others with SIGTERM and waits odls_base_sigkill_timeout (1 s)
+# before its SIGKILL; herd-train handles no SIGTERM, so the wait only adds
+# a second or two to every failing run.
+export OMPI_MCA_odls_base_sigkill_timeout=0
 trap 'rm -rf "$work"' EXIT
 
 fail() {
