@@ -1,7 +1,6 @@
 #include "herd_train/batch_loader.h"
 
 #include <algorithm>
-#include <cstring>
 #include <string>
 
 #include "herd/error.h"
@@ -60,8 +59,7 @@ void BatchLoader::assemble(int64_t step, Batch& batch) const {
                         std::to_string(sample) + ", outside the dataset's " +
                         std::to_string(data_.count) + " samples");
     }
-    std::memcpy(batch.inputs.data() + j * features, data_.image(sample),
-                static_cast<std::size_t>(features) * sizeof(float));
+    pixels_to_inputs(data_.image(sample), features, batch.inputs.data() + j * features);
     batch.labels[static_cast<std::size_t>(j)] = data_.labels[static_cast<std::size_t>(sample)];
   }
   batch.step = step;

@@ -2,13 +2,13 @@
 // --data-threads worker threads, as MXNet's --data-threads and its
 // DataLoader workers provide.
 //
-// Why: the training thread otherwise gathers every batch itself (one memcpy
+// Why: the training thread otherwise gathers every batch itself (one copy
 // per sample from the shuffled index list) before each forward pass. Here
 // workers do that while the training thread runs forward/backward and the
 // allreduce. Fashion-MNIST is already decoded in memory, so assembling a
-// batch is only batch_size copies of 3 KiB and the gain is small (a few
-// percent at most); the loader matters once a dataset decodes or augments
-// per sample, and the option is no longer a no-op.
+// batch is only batch_size conversions of 784 bytes to floats and the gain
+// is small (a few percent at most); the loader matters once a dataset
+// decodes or augments per sample, and the option is no longer a no-op.
 //
 // Determinism: batch `step` holds exactly the samples
 // indices[step * batch_size, (step + 1) * batch_size), in that order, as the
@@ -46,7 +46,7 @@ class BatchLoader {
  public:
   struct Batch {
     int64_t step = -1;
-    std::vector<float> inputs;    // [batch_size][features()]
+    std::vector<float> inputs;    // [batch_size][features()], pixels_to_inputs of the samples
     std::vector<uint8_t> labels;  // [batch_size]
   };
 

@@ -1,6 +1,7 @@
 #include "herd_train/idx_dataset.h"
 
 #include <sstream>
+#include <utility>
 
 #include <sys/stat.h>
 
@@ -33,8 +34,12 @@ const char* const kFileNames[] = {"train-images-idx3-ubyte", "train-labels-idx1-
 
 // herd::data reads and checks the IDX files themselves (magic, dimensions,
 // size); herd-train adds what a classifier's inputs need.
+void pixels_to_inputs(const uint8_t* pixels, int64_t count, float* inputs) {
+  for (int64_t i = 0; i < count; ++i) inputs[i] = pixels[i] / 255.0f;
+}
+
 Dataset parse_idx_images(const std::vector<uint8_t>& bytes, const std::string& name) {
-  const herd::data::IdxArray idx = herd::data::parse_idx(bytes, name, 3);
+  herd::data::IdxArray idx = herd::data::parse_idx(bytes, name, 3);
   Dataset data;
   data.count = idx.dims[0];
   data.rows = idx.dims[1];
@@ -45,8 +50,7 @@ Dataset parse_idx_images(const std::vector<uint8_t>& bytes, const std::string& n
             << "; rows and columns must be >= 1";
     throw herd::Error(message.str());
   }
-  data.images.resize(idx.data.size());
-  for (std::size_t i = 0; i < idx.data.size(); ++i) data.images[i] = idx.data[i] / 255.0f;
+  data.pixels = std::move(idx.data);
   return data;
 }
 

@@ -2,7 +2,7 @@
 
 #include <sys/stat.h>
 
-#include <array>
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <sstream>
@@ -44,16 +44,6 @@ int64_t first_record_features(const herd::data::RecordFile& file) {
   return static_cast<int64_t>(image.payload_size);
 }
 
-// byte / 255.0f for every byte, as the IDX loader computes it: a lookup
-// instead of a division per pixel.
-const std::array<float, 256> kPixelValues = [] {
-  std::array<float, 256> values{};
-  for (int b = 0; b < 256; ++b) {
-    values[static_cast<std::size_t>(b)] = static_cast<uint8_t>(b) / 255.0f;
-  }
-  return values;
-}();
-
 }  // namespace
 
 RecDataset::RecDataset(const std::string& rec_path, int part_index, int num_parts)
@@ -65,8 +55,8 @@ RecDataset::RecDataset(const std::string& rec_path, int part_index, int num_part
   features_ = first_record_features(shard_.files().at(0));
 }
 
-void RecDataset::decode(const std::vector<uint8_t>& record, const herd::data::RecordLocation& where,
-                        float* pixels, uint8_t* label) const {
+const uint8_t* RecDataset::decode(const std::vector<uint8_t>& record,
+                                  const herd::data::RecordLocation& where, uint8_t* label) const {
   // The record's place is spelled out only for a message: formatting it for
   // every record would cost more than decoding it.
   herd::data::ImageRecord image;
@@ -91,7 +81,7 @@ void RecDataset::decode(const std::vector<uint8_t>& record, const herd::data::Re
     throw herd::Error(message.str());
   }
   *label = static_cast<uint8_t>(value);
-  for (int64_t i = 0; i < features_; ++i) pixels[i] = kPixelValues[image.payload[i]];
+  return image.payload;
 }
 
 Dataset RecDataset::read_part(int threads, bool keep) const {
@@ -102,10 +92,9 @@ Dataset RecDataset::read_part(int threads, bool keep) const {
   data.cols = features_;
   if (keep) {
     data.count = count();
-    data.images.resize(static_cast<std::size_t>(count() * features_));
+    data.pixels.resize(static_cast<std::size_t>(count() * features_));
     data.labels.resize(static_cast<std::size_t>(count()));
   }
-  std::vector<float> scratch(static_cast<std::size_t>(features_));
   uint8_t scratch_label = 0;
   herd::data::RecordPrefetcher prefetcher(shard_, order, threads,
                                           static_cast<std::size_t>(threads) * 64);
@@ -115,9 +104,9 @@ Dataset RecDataset::read_part(int threads, bool keep) const {
       throw herd::Error(path_ + ": the part's record " + std::to_string(i) + " of " +
                         std::to_string(order.size()) + " was not handed out");
     }
-    float* pixels = keep ? data.images.data() + i * features_ : scratch.data();
     uint8_t* label = keep ? &data.labels[i] : &scratch_label;
-    decode(record, shard_.records()[i], pixels, label);
+    const uint8_t* pixels = decode(record, shard_.records()[i], label);
+    if (keep) std::copy(pixels, pixels + features_, data.pixels.data() + i * features_);
   }
   return data;
 }
@@ -164,8 +153,9 @@ const BatchLoader::Batch& RecBatchLoader::next() {
       throw herd::Error("RecBatchLoader: " + data_.path() + ": record " + std::to_string(k) +
                         " of the epoch was not handed out");
     }
-    data_.decode(record_, data_.shard().records()[order_[k]], batch_.inputs.data() + j * features,
-                 &batch_.labels[static_cast<std::size_t>(j)]);
+    const uint8_t* pixels = data_.decode(record_, data_.shard().records()[order_[k]],
+                                         &batch_.labels[static_cast<std::size_t>(j)]);
+    pixels_to_inputs(pixels, features, batch_.inputs.data() + j * features);
   }
   batch_.step = next_step_++;
   return batch_;

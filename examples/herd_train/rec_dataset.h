@@ -6,8 +6,9 @@
 // image as raw pixels, one byte each (what `herd-rec pack --idx-images` and
 // im2rec's pass-through write from raw data): the class is the header's label
 // (the first of its labels when it has several), an integer 0..9, and the
-// pixels become float32 in [0, 1] by byte / 255, exactly as the IDX loader
-// makes them. Every record of a file holds as many pixels as its first one.
+// pixels become float32 in [0, 1] by pixels_to_inputs (byte / 255), exactly
+// as IDX batches do. Every record of a file holds as many pixels as its first
+// one.
 //
 // The part comes from herd::data::RecordShard: by index when PATH.idx
 // exists beside PATH.rec (for a file not named .rec: its name + .idx), else by
@@ -52,17 +53,18 @@ class RecDataset {
   // Pixels per record (the model's inputs).
   int64_t features() const { return features_; }
 
-  // Decodes `record`, read from `where`, into `features()` floats at
-  // `pixels` and its class at `label`. Throws herd::Error naming the file
-  // and offset when the record is not an image record of the first one's
-  // pixel count with a class 0..9 as label.
-  void decode(const std::vector<uint8_t>& record, const herd::data::RecordLocation& where,
-              float* pixels, uint8_t* label) const;
+  // Decodes `record`, read from `where`: its class goes to `label`, and the
+  // result points at its `features()` pixel bytes within `record`. Throws
+  // herd::Error naming the file and offset when the record is not an image
+  // record of the first one's pixel count with a class 0..9 as label.
+  const uint8_t* decode(const std::vector<uint8_t>& record, const herd::data::RecordLocation& where,
+                        uint8_t* label) const;
 
   // Reads and decodes every record of the part on `threads` threads: the
   // first bad one throws, as decode() does. Returns them in file order as a
-  // Dataset of count() samples (rows 1, cols features()) when `keep` is set,
-  // else an empty Dataset (a check of the part that keeps nothing).
+  // Dataset of count() samples (rows 1, cols features(), the pixels as
+  // bytes) when `keep` is set, else an empty Dataset (a check of the part
+  // that keeps nothing).
   Dataset read_part(int threads, bool keep) const;
 
  private:

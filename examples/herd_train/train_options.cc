@@ -146,6 +146,10 @@ int parse_train_options(int argc, char** argv, bool print, TrainOptions* options
   add(app, "--max-steps-per-epoch", o.max_steps_per_epoch,
       "Stop each epoch after this many steps (0: the whole training set), for tests")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  add(app, "--max-test-samples", o.max_test_samples,
+      "Evaluate the accuracy on the first this many samples of the IDX test set (0: all), "
+      "for tests whose checks do not read the accuracy")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   add_flag(app, "--print-checksum", o.print_checksum,
            "At the end, rank 0 prints 'checksum: <hex>' (FNV-1a over all parameter bytes)");
   add_flag(app, "--print-step-rates", o.print_step_rates,
@@ -298,6 +302,11 @@ void finish_train_options(TrainOptions* options, int num_workers, int num_server
                       ": a .rec file is read by parts, each worker its own (num_parts = "
                       "workers, part_index = rank); leave --data-sharding out or use parts");
   }
+  if (o.max_test_samples > 0 && !o.val_data.empty()) {
+    throw herd::Error("--max-test-samples " + std::to_string(o.max_test_samples) +
+                      " limits the IDX test set, but --val-data " + o.val_data +
+                      " replaces it; leave one of them out");
+  }
   if (o.slow_rank >= num_workers) {
     throw herd::Error("--slow-rank " + std::to_string(o.slow_rank) +
                       " is not a worker: this job has " + workers + " (ranks 0.." +
@@ -359,6 +368,7 @@ std::string describe_train_options(const TrainOptions& o) {
   out << "\n";
   out << "  batch " << o.batch_size << " per rank, epochs " << o.epochs << ", seed " << o.seed;
   if (o.max_steps_per_epoch > 0) out << ", at most " << o.max_steps_per_epoch << " steps/epoch";
+  if (o.max_test_samples > 0) out << ", at most " << o.max_test_samples << " test samples";
   if (!o.checkpoint.empty()) {
     out << ", checkpoint " << o.checkpoint << (o.resume ? " (resume)" : "");
     if (o.commit_every > 0) out << " every " << o.commit_every << " updates";

@@ -71,6 +71,7 @@ struct TrainOptions {
   int kill_rank = -1;
   int64_t kill_at_step = 0;
   int64_t max_steps_per_epoch = 0;  // 0: all
+  int64_t max_test_samples = 0;     // 0: all; the IDX test set's first this many
   bool print_checksum = false;
   bool print_step_rates = false;  // rank 0 prints every worker's steps/s at the end
   int slow_rank = -1;             // this worker sleeps (slow_factor - 1) x its compute per step

@@ -9,7 +9,6 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <string>
@@ -93,8 +92,8 @@ double test_accuracy(Mlp& mlp, const Dataset& test, const std::vector<int64_t>& 
     const std::size_t n = std::min<std::size_t>(chunk, indices.size() - start);
     inputs.resize(n * test.features());
     for (std::size_t j = 0; j < n; ++j) {
-      std::memcpy(inputs.data() + j * test.features(), test.image(indices[start + j]),
-                  test.features() * sizeof(float));
+      pixels_to_inputs(test.image(indices[start + j]), test.features(),
+                       inputs.data() + j * test.features());
     }
     mlp.predict(inputs.data(), static_cast<int64_t>(n));
     const std::vector<int> predicted = mlp.predictions();
@@ -106,6 +105,14 @@ double test_accuracy(Mlp& mlp, const Dataset& test, const std::vector<int64_t>& 
   std::vector<double> totals = {correct, count};
   allreduce_sum("herd_train/test_accuracy", totals);
   return totals[1] > 0 ? totals[0] / totals[1] : 0.0;
+}
+
+// Drops every sample of `data` after its first `count` (--max-test-samples).
+void keep_first_samples(Dataset& data, int64_t count) {
+  if (data.count <= count) return;
+  data.count = count;
+  data.pixels.resize(static_cast<std::size_t>(count * data.features()));
+  data.labels.resize(static_cast<std::size_t>(count));
 }
 
 // The launch of this job: 0 for the first, k for the k-th relaunch after a
@@ -304,6 +311,7 @@ int run_training(const TrainOptions& o) {
   }
   const Dataset train = rec_train ? Dataset{} : load_fashion_mnist(dir, Split::kTrain);
   Dataset test = has_test && o.val_data.empty() ? load_fashion_mnist(dir, Split::kTest) : Dataset{};
+  if (o.max_test_samples > 0) keep_first_samples(test, o.max_test_samples);
 
   DataSource train_source, test_source;
   open_rec_sources(o, train.features(), &train_source, &test_source, &test);

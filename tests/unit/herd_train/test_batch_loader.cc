@@ -19,15 +19,21 @@
 namespace herd_train {
 namespace {
 
-// `count` samples of 4x3 pixels; every pixel is distinct, so a wrong or
-// misplaced sample changes the bytes.
+// `count` (< 65536) samples of 4x3 pixels; the first two pixels spell the
+// sample's number and the others vary with it and their position, so a
+// wrong or misplaced sample (or pixel) changes the inputs.
 Dataset make_dataset(int64_t count) {
   Dataset data;
   data.count = count;
   data.rows = 4;
   data.cols = 3;
-  data.images.resize(static_cast<std::size_t>(count * data.features()));
-  for (std::size_t i = 0; i < data.images.size(); ++i) data.images[i] = 0.5f + float(i);
+  data.pixels.resize(static_cast<std::size_t>(count * data.features()));
+  for (int64_t s = 0; s < count; ++s) {
+    uint8_t* pixels = data.pixels.data() + s * data.features();
+    pixels[0] = uint8_t(s % 256);
+    pixels[1] = uint8_t(s / 256);
+    for (int64_t i = 2; i < data.features(); ++i) pixels[i] = uint8_t((s * 7 + i * 31) % 256);
+  }
   data.labels.resize(static_cast<std::size_t>(count));
   for (int64_t i = 0; i < count; ++i) data.labels[std::size_t(i)] = uint8_t((i * 7) % kNumClasses);
   return data;
@@ -40,15 +46,19 @@ std::vector<int64_t> shuffled_indices(int64_t count, uint32_t seed) {
   return indices;
 }
 
-// The batch as training_loop.cc assembled it before BatchLoader.
+// The batch as the single-threaded loop assembles it: each sample's pixels
+// as byte / 255 (rounded once from double, which is the correctly rounded
+// float quotient: b / 255 never lies on a float rounding boundary).
 void direct_batch(const Dataset& data, const std::vector<int64_t>& indices, int64_t batch_size,
                   int64_t step, std::vector<float>& inputs, std::vector<uint8_t>& labels) {
   inputs.assign(static_cast<std::size_t>(batch_size * data.features()), 0.0f);
   labels.assign(static_cast<std::size_t>(batch_size), 0);
   for (int64_t j = 0; j < batch_size; ++j) {
     const int64_t sample = indices[static_cast<std::size_t>(step * batch_size + j)];
-    std::memcpy(inputs.data() + j * data.features(), data.image(sample),
-                data.features() * sizeof(float));
+    for (int64_t i = 0; i < data.features(); ++i) {
+      inputs[static_cast<std::size_t>(j * data.features() + i)] =
+          static_cast<float>(data.image(sample)[i] / 255.0);
+    }
     labels[static_cast<std::size_t>(j)] = data.labels[static_cast<std::size_t>(sample)];
   }
 }

@@ -1,6 +1,7 @@
 // The IDX loader: small synthetic files written here (plain and gzipped),
 // each way a file can be wrong, and the real Fashion-MNIST test set when the
 // Debian package dataset-fashion-mnist is installed.
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -42,7 +43,7 @@ std::vector<uint8_t> labels_file(uint32_t magic, std::vector<uint8_t> labels) {
   return bytes;
 }
 
-TEST_CASE("valid IDX files load as [0, 1] floats with their labels", "[idx]") {
+TEST_CASE("valid IDX files load as their pixel bytes with their labels", "[idx]") {
   TempDir dir;
   const bool gzipped = GENERATE(false, true);
   const auto images = images_file(2051, 3, 2, 4, 3 * 2 * 4);
@@ -56,11 +57,9 @@ TEST_CASE("valid IDX files load as [0, 1] floats with their labels", "[idx]") {
   CHECK(data.rows == 2);
   CHECK(data.cols == 4);
   CHECK(data.features() == 8);
-  REQUIRE(data.images.size() == 24);
-  for (std::size_t i = 0; i < 24; ++i) {
-    CHECK(data.images[i] == float(uint8_t(i * 37 % 256)) / 255.0f);
-  }
-  CHECK(data.image(2)[0] == data.images[16]);
+  REQUIRE(data.pixels.size() == 24);
+  for (std::size_t i = 0; i < 24; ++i) CHECK(data.pixels[i] == uint8_t(i * 37 % 256));
+  CHECK(data.image(2) == data.pixels.data() + 16);
   CHECK(data.labels == std::vector<uint8_t>{9, 0, 4});
 }
 
@@ -69,7 +68,27 @@ TEST_CASE("pixels 0 and 255 become exactly 0 and 1", "[idx]") {
   bytes.push_back(0);
   bytes.push_back(255);
   const Dataset data = parse_idx_images(bytes, "x");
-  CHECK(data.images == std::vector<float>{0.0f, 1.0f});
+  REQUIRE(data.pixels == std::vector<uint8_t>{0, 255});
+  std::vector<float> inputs(2, -1.0f);
+  pixels_to_inputs(data.image(0), 2, inputs.data());
+  CHECK(inputs == std::vector<float>{0.0f, 1.0f});
+}
+
+TEST_CASE("every byte becomes its quotient by 255, correctly rounded to float", "[idx]") {
+  // b / 255 rounded once from double: b / 255's binary expansion repeats
+  // every 8 bits, so it never lies on a float rounding boundary and the
+  // double's rounding to float is the correctly rounded float quotient.
+  std::vector<uint8_t> bytes(256);
+  for (int b = 0; b < 256; ++b) bytes[std::size_t(b)] = uint8_t(b);
+  std::vector<float> inputs(256, -1.0f);
+  pixels_to_inputs(bytes.data(), 256, inputs.data());
+  for (int b = 0; b < 256; ++b) {
+    CAPTURE(b);
+    CHECK(inputs[std::size_t(b)] == static_cast<float>(b / 255.0));
+  }
+  // A count of 0 writes nothing.
+  pixels_to_inputs(bytes.data(), 0, inputs.data() + 1);
+  CHECK(inputs[1] == static_cast<float>(1 / 255.0));
 }
 
 TEST_CASE("a wrong magic number names the file and both numbers", "[idx]") {
@@ -177,19 +196,15 @@ TEST_CASE("the installed Fashion-MNIST test set loads (dataset-fashion-mnist)", 
   CHECK(test.rows == 28);
   CHECK(test.cols == 28);
   REQUIRE(test.labels.size() == 10000);
-  REQUIRE(test.images.size() == 10000u * 784u);
+  REQUIRE(test.pixels.size() == 10000u * 784u);
   CHECK(test.labels[0] == 9);  // an ankle boot
   CHECK(test.labels[1] == 2);  // a pullover
   std::array<int, kNumClasses> per_class{};
   for (uint8_t label : test.labels) ++per_class[label];
   for (int c = 0; c < kNumClasses; ++c) CHECK(per_class[c] == 1000);
-  float low = 1, high = 0;
-  for (float pixel : test.images) {
-    low = std::min(low, pixel);
-    high = std::max(high, pixel);
-  }
-  CHECK(low == 0.0f);
-  CHECK(high == 1.0f);
+  const auto [low, high] = std::minmax_element(test.pixels.begin(), test.pixels.end());
+  CHECK(int{*low} == 0);
+  CHECK(int{*high} == 255);
 }
 
 }  // namespace

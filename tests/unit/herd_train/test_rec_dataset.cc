@@ -1,6 +1,6 @@
 // RecDataset and RecBatchLoader against .rec files built here byte by byte
 // from the format's description (framing, image header), not by herd's
-// writer: each part's records, decoded, are the pixels / 255 and labels
+// writer: each part's records, decoded, are the pixel bytes and labels
 // written, in file order, for 1 to 5 parts with and without an .idx; the
 // batches of an epoch's order are exactly its records whatever the thread
 // count; every bad record is refused naming the file, its offset and the
@@ -90,13 +90,13 @@ void check_sample(const Dataset& data, int64_t row, int64_t k) {
   INFO("row " << row << " is record " << k);
   REQUIRE(data.labels[static_cast<std::size_t>(row)] == label_of(k));
   for (int64_t i = 0; i < data.features(); ++i) {
-    REQUIRE(data.image(row)[i] == static_cast<float>(pixel(k, i)) / 255.0f);
+    REQUIRE(data.image(row)[i] == pixel(k, i));
   }
 }
 
 }  // namespace
 
-TEST_CASE("every part's records decode to the pixels / 255 and labels, in file order", "[rec]") {
+TEST_CASE("every part's records decode to their pixel bytes and labels, in file order", "[rec]") {
   TempDir dir;
   std::vector<uint64_t> offsets;
   const int64_t count = 23, features = 12;  // records of 8 + 24 + 12 bytes
@@ -149,8 +149,7 @@ TEST_CASE("a multi-label record's class is its first label", "[rec]") {
   const Dataset data = rec.read_part(1, true);
   REQUIRE(data.count == 2);
   CHECK(data.labels == std::vector<uint8_t>{7, 4});
-  CHECK(data.images == std::vector<float>{10 / 255.0f, 20 / 255.0f, 30 / 255.0f, 40 / 255.0f,
-                                          50 / 255.0f, 60 / 255.0f, 70 / 255.0f, 80 / 255.0f});
+  CHECK(data.pixels == std::vector<uint8_t>{10, 20, 30, 40, 50, 60, 70, 80});
 }
 
 TEST_CASE("RecBatchLoader's batches are the order's records, with any thread count", "[rec]") {
@@ -175,8 +174,9 @@ TEST_CASE("RecBatchLoader's batches are the order's records, with any thread cou
         const int64_t k = 20 + order[static_cast<std::size_t>(step * batch + j)];
         REQUIRE(b.labels[static_cast<std::size_t>(j)] == label_of(k));
         for (int64_t i = 0; i < features; ++i) {
+          // byte / 255 rounded once from double: the correctly rounded float quotient.
           REQUIRE(b.inputs[static_cast<std::size_t>(j * features + i)] ==
-                  static_cast<float>(pixel(k, i)) / 255.0f);
+                  static_cast<float>(pixel(k, i) / 255.0));
         }
       }
     }
