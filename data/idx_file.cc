@@ -2,11 +2,14 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <memory>
 #include <sstream>
+#include <utility>
 
 #include <sys/stat.h>
 
@@ -83,6 +86,28 @@ struct GzCloser {
   void operator()(gzFile file) const { gzclose(file); }
 };
 
+// The size the content will have, as a capacity to reserve so that the bytes
+// are written once rather than copied at every growth: a gzip file's ISIZE
+// trailer (its last 4 bytes, the size modulo 2^32, little-endian), bounded by
+// deflate's largest ratio; else the file's own size. A hint only: 0 when the
+// file cannot be read here, and a wrong one costs nothing but copies.
+std::size_t expected_content_bytes(const std::string& path, const struct stat& info) {
+  const auto file_bytes = static_cast<uint64_t>(info.st_size);
+  std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!file || file_bytes < 18) return static_cast<std::size_t>(file_bytes);
+  uint8_t magic[2];
+  if (std::fread(magic, 1, 2, file.get()) != 2) return 0;
+  if (magic[0] != 0x1f || magic[1] != 0x8b) return static_cast<std::size_t>(file_bytes);
+  uint8_t trailer[4];
+  if (std::fseek(file.get(), -4, SEEK_END) != 0 || std::fread(trailer, 1, 4, file.get()) != 4) {
+    return 0;
+  }
+  const uint64_t declared = uint64_t{trailer[0]} | (uint64_t{trailer[1]} << 8) |
+                            (uint64_t{trailer[2]} << 16) | (uint64_t{trailer[3]} << 24);
+  constexpr uint64_t kMaxDeflateRatio = 1032;
+  return static_cast<std::size_t>(std::min(declared, file_bytes * kMaxDeflateRatio));
+}
+
 }  // namespace
 
 std::vector<uint8_t> read_idx_bytes(const std::string& path) {
@@ -102,6 +127,8 @@ std::vector<uint8_t> read_idx_bytes(const std::string& path) {
   }
   // gzread passes a file that is not gzip-compressed through unchanged.
   std::vector<uint8_t> bytes;
+  // One chunk beyond the content, for the read that finds its end.
+  bytes.reserve(expected_content_bytes(path, info) + kReadChunkBytes);
   for (;;) {
     const std::size_t old_size = bytes.size();
     bytes.resize(old_size + kReadChunkBytes);
@@ -123,7 +150,7 @@ std::vector<uint8_t> read_idx_bytes(const std::string& path) {
   return bytes;
 }
 
-IdxArray parse_idx(const std::vector<uint8_t>& bytes, const std::string& name, int dimensions) {
+IdxArray parse_idx(std::vector<uint8_t> bytes, const std::string& name, int dimensions) {
   if (dimensions < 0 || dimensions > 0xff) {
     fail(name, "cannot have " + std::to_string(dimensions) + " dimensions (1..255)");
   }
@@ -153,7 +180,9 @@ IdxArray parse_idx(const std::vector<uint8_t>& bytes, const std::string& name, i
     data_bytes *= array.dims[d];
   }
   check_size(bytes, name, header_bytes, data_bytes);
-  array.data.assign(bytes.begin() + std::ptrdiff_t(header_bytes), bytes.end());
+  // The payload stays where it was read: the header moves out, not the data.
+  bytes.erase(bytes.begin(), bytes.begin() + std::ptrdiff_t(header_bytes));
+  array.data = std::move(bytes);
   return array;
 }
 

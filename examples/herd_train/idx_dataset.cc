@@ -38,8 +38,8 @@ void pixels_to_inputs(const uint8_t* pixels, int64_t count, float* inputs) {
   for (int64_t i = 0; i < count; ++i) inputs[i] = pixels[i] / 255.0f;
 }
 
-Dataset parse_idx_images(const std::vector<uint8_t>& bytes, const std::string& name) {
-  herd::data::IdxArray idx = herd::data::parse_idx(bytes, name, 3);
+Dataset parse_idx_images(std::vector<uint8_t> bytes, const std::string& name) {
+  herd::data::IdxArray idx = herd::data::parse_idx(std::move(bytes), name, 3);
   Dataset data;
   data.count = idx.dims[0];
   data.rows = idx.dims[1];
@@ -54,8 +54,8 @@ Dataset parse_idx_images(const std::vector<uint8_t>& bytes, const std::string& n
   return data;
 }
 
-std::vector<uint8_t> parse_idx_labels(const std::vector<uint8_t>& bytes, const std::string& name) {
-  std::vector<uint8_t> labels = herd::data::parse_idx(bytes, name, 1).data;
+std::vector<uint8_t> parse_idx_labels(std::vector<uint8_t> bytes, const std::string& name) {
+  std::vector<uint8_t> labels = herd::data::parse_idx(std::move(bytes), name, 1).data;
   for (std::size_t i = 0; i < labels.size(); ++i) {
     if (labels[i] >= kNumClasses) {
       std::ostringstream message;

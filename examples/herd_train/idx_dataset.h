@@ -49,9 +49,9 @@ void pixels_to_inputs(const uint8_t* pixels, int64_t count, float* inputs);
 
 // Images of an IDX file parsed from its bytes; `name` (the file's path)
 // appears in every error message. The result has no labels yet.
-Dataset parse_idx_images(const std::vector<uint8_t>& bytes, const std::string& name);
+Dataset parse_idx_images(std::vector<uint8_t> bytes, const std::string& name);
 // Labels of an IDX file parsed from its bytes, each checked to be < kNumClasses.
-std::vector<uint8_t> parse_idx_labels(const std::vector<uint8_t>& bytes, const std::string& name);
+std::vector<uint8_t> parse_idx_labels(std::vector<uint8_t> bytes, const std::string& name);
 
 // The whole content of `path`, gunzipped if it is gzip-compressed. Throws
 // herd::Error naming the file when it is missing, unreadable or a corrupt

@@ -27,7 +27,8 @@ IdxArray read_idx_file(const std::string& path, int dimensions = 0);
 // gzip-compressed (a plain file passes through):
 std::vector<uint8_t> read_idx_bytes(const std::string& path);
 // and an IDX file's content parsed and checked; `name` (the file's path)
-// begins every error message.
-IdxArray parse_idx(const std::vector<uint8_t>& bytes, const std::string& name, int dimensions = 0);
+// begins every error message. The result's data is `bytes`' own storage, so
+// a moved-in content is not copied.
+IdxArray parse_idx(std::vector<uint8_t> bytes, const std::string& name, int dimensions = 0);
 
 }  // namespace herd::data

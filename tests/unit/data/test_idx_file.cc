@@ -65,6 +65,32 @@ TEST_CASE("IDX files of 1 to 4 dimensions read plain and gzipped", "[idx_file]")
   }
 }
 
+// The reader reserves what a gzip trailer declares, which for several
+// members is the last member's size alone: the content must still arrive
+// whole, across several read chunks, as from a plain file of that size.
+TEST_CASE("a gzip file of two members and a plain file, each several read chunks, read whole",
+          "[idx_file]") {
+  TempDir dir;
+  const std::vector<uint32_t> dims = {3000, 32, 32};
+  const std::size_t data_bytes = 3000 * 32 * 32;
+  const auto bytes = idx_bytes(0x803, dims, data_bytes);
+  const std::size_t split = bytes.size() - 1000;
+  const std::string first = write_gzipped(
+      dir, "first.gz", std::vector<uint8_t>(bytes.begin(), bytes.begin() + std::ptrdiff_t(split)));
+  const std::string second = write_gzipped(
+      dir, "second.gz", std::vector<uint8_t>(bytes.begin() + std::ptrdiff_t(split), bytes.end()));
+  std::vector<uint8_t> members = read_file(first);
+  const std::vector<uint8_t> tail = read_file(second);
+  members.insert(members.end(), tail.begin(), tail.end());
+  for (const std::string& path : {dir.write("two.gz", members), dir.write("plain", bytes)}) {
+    CAPTURE(path);
+    CHECK(read_idx_bytes(path) == bytes);
+    const IdxArray array = read_idx_file(path, 3);
+    CHECK(array.dims == dims);
+    CHECK(array.data == expected_data(data_bytes));
+  }
+}
+
 TEST_CASE("a required number of dimensions is checked against the magic", "[idx_file]") {
   const auto labels = idx_bytes(0x801, {3}, 3);
   CHECK_THROWS_WITH(
