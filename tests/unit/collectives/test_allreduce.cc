@@ -30,15 +30,6 @@ const std::vector<int64_t> kCounts = {0, 1, 2, 3, 7, 100, 1000, 10000, 65539};
 // One float, five floats, and the default.
 const std::vector<std::size_t> kSegmentBytes = {4, 20, kDefaultSegmentBytes};
 
-// Whether the ring sweeps run this case. Segments of one and five floats over
-// the largest count are thousands of messages a step; they run at 2 to 4
-// ranks, where a chunk holds the most segments (past 2^15 at 2 ranks), and
-// are left out above, where they take most of the sweep's time and cross the
-// same code.
-bool ring_sweep_case(int p, int64_t count, std::size_t segment_bytes) {
-  return !(segment_bytes < kDefaultSegmentBytes && count > 10000 && p > 4);
-}
-
 AllreduceFn ring(std::size_t segment_bytes) {
   return [segment_bytes](void* buf, int64_t count, std::size_t element_size,
                          const ops::ReduceFn& reduce, Transport& transport) {
@@ -88,7 +79,7 @@ TEST_CASE("ring allreduce sums float32 for every rank count, count and segment s
   for (int p : kRankCounts) {
     for (int64_t count : kCounts) {
       for (std::size_t segment_bytes : kSegmentBytes) {
-        if (!ring_sweep_case(p, count, segment_bytes)) continue;
+        if (!testing::ring_sweep_case(p, count, segment_bytes, kDefaultSegmentBytes)) continue;
         CAPTURE(p, count, segment_bytes);
         CHECK(check_float_sum(p, count, ring(segment_bytes)) == "");
       }
@@ -100,7 +91,7 @@ TEST_CASE("ring allreduce takes int32 max and min", "[allreduce][ring][sweep]") 
   for (int p : kRankCounts) {
     for (int64_t count : kCounts) {
       for (std::size_t segment_bytes : kSegmentBytes) {
-        if (!ring_sweep_case(p, count, segment_bytes)) continue;
+        if (!testing::ring_sweep_case(p, count, segment_bytes, kDefaultSegmentBytes)) continue;
         CAPTURE(p, count, segment_bytes);
         CHECK(check_int32_extreme(p, count, ring(segment_bytes), true) == "");
         CHECK(check_int32_extreme(p, count, ring(segment_bytes), false) == "");
@@ -404,7 +395,7 @@ TEST_CASE("ring allreduce out of place finishes every element once, input untouc
   for (int p : kRankCounts) {
     for (int64_t count : kCounts) {
       for (std::size_t segment_bytes : kSegmentBytes) {
-        if (!ring_sweep_case(p, count, segment_bytes)) continue;
+        if (!testing::ring_sweep_case(p, count, segment_bytes, kDefaultSegmentBytes)) continue;
         CAPTURE(p, count, segment_bytes);
         CHECK(check_out_of_place(p, count, segment_bytes, 0) == "");
       }

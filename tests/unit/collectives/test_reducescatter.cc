@@ -1,10 +1,10 @@
 // Ring reducescatter over the in-process fabric: every rank count 1..9 and
 // 15, block counts that are uneven, empty, fewer in total than the ranks, or
-// all on one rank, segments of one element up to the default, in place and
-// out of place; float32 sums and int32 maxima against closed forms; float
-// sums of non-integers bit-identical to the reduction order whatever the
-// segment size; the messages sent; and the errors of counts that
-// disagree or a missing rank.
+// all on one rank, segments of one element up to the default (the smallest
+// over the largest count at 2 to 4 ranks only), in place and out of place; float32 sums and int32
+// maxima against closed forms; float sums of non-integers bit-identical to the reduction order
+// whatever the segment size; the messages sent; and the errors of counts that disagree or a missing
+// rank.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -117,6 +117,10 @@ TEST_CASE("ring reducescatter sums float32 into uneven and empty blocks",
   for (int p : kRankCounts) {
     for (const BlockPattern& pattern : patterns()) {
       for (std::size_t segment_bytes : kSegmentBytes) {
+        if (!testing::ring_sweep_case(p, prefix_sum(counts_of(pattern, p), p), segment_bytes,
+                                      kDefaultSegmentBytes)) {
+          continue;
+        }
         CAPTURE(p, pattern.name, segment_bytes);
         CHECK(check_float_sum(p, counts_of(pattern, p), segment_bytes, false) == "");
       }
@@ -129,6 +133,10 @@ TEST_CASE("ring reducescatter takes int32 max into uneven and empty blocks",
   for (int p : kRankCounts) {
     for (const BlockPattern& pattern : patterns()) {
       for (std::size_t segment_bytes : kSegmentBytes) {
+        if (!testing::ring_sweep_case(p, prefix_sum(counts_of(pattern, p), p), segment_bytes,
+                                      kDefaultSegmentBytes)) {
+          continue;
+        }
         CAPTURE(p, pattern.name, segment_bytes);
         CHECK(check_int32_max(p, counts_of(pattern, p), segment_bytes) == "");
       }
@@ -162,6 +170,10 @@ TEST_CASE("ring reducescatter float sums are bit-identical to the reduction orde
     for (const BlockPattern& pattern : patterns()) {
       const std::vector<int64_t> counts = counts_of(pattern, p);
       for (std::size_t segment_bytes : kSegmentBytes) {
+        if (!testing::ring_sweep_case(p, prefix_sum(counts_of(pattern, p), p), segment_bytes,
+                                      kDefaultSegmentBytes)) {
+          continue;
+        }
         CAPTURE(p, pattern.name, segment_bytes);
         const auto results =
             run_reducescatter<float>(p, counts, input, testing::float_sum(), segment_bytes);
