@@ -13,6 +13,7 @@ from herd.torch.collective_ops import _allgather_submit
 from herd.torch.submission import _copy_back, _held, _set_or_global, _submit_group, _target
 from herd.torch.tensor_bridge import (
     _contiguous,
+    _contiguous_list,
     _from_result,
     _new_result,
     _placement,
@@ -84,11 +85,8 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
     """Reduces a list of tensors as one unit (none starts before all are ready everywhere);
     the handle gives a list of new tensors."""
     caller = "herd.torch.grouped_allreduce"
-    tensors = list(tensors)
-    for t in tensors:
-        _wire_dtype(t, caller, reduces=True)
+    tensors, data = _contiguous_list(tensors, caller, reduces=True)
     op = resolve_op(op, average, caller)
-    data = [_contiguous(t) for t in tensors]
     outputs = [_new_result(d) for d in data]
     native = _grouped_allreduce_submit(data, outputs, name, op, prescale_factor,
                                        postscale_factor, process_set, caller)
@@ -100,11 +98,8 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
                              postscale_factor=1.0, process_set=global_process_set):
     """As ``grouped_allreduce_async``, but each result overwrites its tensor."""
     caller = "herd.torch.grouped_allreduce_"
-    tensors = list(tensors)
-    for t in tensors:
-        _wire_dtype(t, caller, reduces=True)
+    tensors, data = _contiguous_list(tensors, caller, reduces=True)
     op = resolve_op(op, average, caller)
-    data = [_contiguous(t) for t in tensors]
     native = _grouped_allreduce_submit(data, data, name, op, prescale_factor, postscale_factor,
                                        process_set, caller)
     return table.add(native, (tensors, data),

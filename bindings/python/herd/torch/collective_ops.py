@@ -12,11 +12,13 @@ from herd.reduce_ops import Average, resolve_op
 from herd.torch.submission import _copy_back, _held, _submit_group, _target
 from herd.torch.tensor_bridge import (
     _contiguous,
+    _contiguous_list,
     _from_result,
     _new_result,
     _placement,
     _wire_dtype,
 )
+
 
 def _allgather_submit(data, tensor_name, process_set_id, caller):
     dtype = _wire_dtype(data, caller, reduces=False)
@@ -38,12 +40,7 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     """Allgathers each tensor of the list; the handle gives a list of results."""
     caller = "herd.torch.grouped_allgather"
-    tensors = list(tensors)
-    if not tensors:
-        raise ValueError(f"{caller}: give at least one tensor")
-    for t in tensors:
-        _wire_dtype(t, caller, reduces=False)
-    data = [_contiguous(t) for t in tensors]
+    tensors, data = _contiguous_list(tensors, caller, reduces=False, at_least_one=True)
     base, process_set_id = _target("grouped_allgather", name, process_set, caller)
     group = _submit_group(
         [lambda d=d, i=i: _allgather_submit(d, f"{base}.{i}", process_set_id, caller)
@@ -145,13 +142,8 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
                                 prescale_factor=1.0, postscale_factor=1.0):
     """Reducescatters each tensor of the list; the handle gives a list of results."""
     caller = "herd.torch.grouped_reducescatter"
-    tensors = list(tensors)
-    if not tensors:
-        raise ValueError(f"{caller}: give at least one tensor")
-    for t in tensors:
-        _wire_dtype(t, caller, reduces=True)
+    tensors, data = _contiguous_list(tensors, caller, reduces=True, at_least_one=True)
     op = resolve_op(op, None, caller)
-    data = [_contiguous(t) for t in tensors]
     base, process_set_id = _target("grouped_reducescatter", name, process_set, caller)
     group = _submit_group(
         [lambda d=d, i=i: _reducescatter_submit(d, f"{base}.{i}", process_set_id, op,

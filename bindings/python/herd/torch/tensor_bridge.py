@@ -78,6 +78,17 @@ def _contiguous(tensor):
     return tensor if tensor.is_contiguous() else tensor.detach().contiguous()
 
 
+def _contiguous_list(tensors, caller, reduces, at_least_one=False):
+    """A grouped call's tensors as a list and their contiguous data: every tensor's dtype and
+    device checked first, so a bad one fails before any copy is made."""
+    tensors = list(tensors)
+    if at_least_one and not tensors:
+        raise ValueError(f"{caller}: give at least one tensor")
+    for t in tensors:
+        _wire_dtype(t, caller, reduces)
+    return tensors, [_contiguous(t) for t in tensors]
+
+
 def _needs_gradient(tensor):
     """Whether autograd records an operation on ``tensor`` now. When it does not, the
     autograd Function is skipped: its result would have no grad_fn either, and building the
